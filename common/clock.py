@@ -1,0 +1,67 @@
+"""One clock for every tier: integer milliseconds since the Unix epoch.
+
+Code asks a ``Clock`` for the time and sleeps through it, so tests use a
+``ManualClock`` and fast-forward instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    async def sleep_until(self, deadline_ms: int, wake: asyncio.Event | None = None) -> None:
+        """Return at ``deadline_ms`` or as soon as ``wake`` is set, whichever is first."""
+        ...
+
+
+async def _wait(event: asyncio.Event | None, timeout_s: float) -> None:
+    if event is None:
+        await asyncio.sleep(timeout_s)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout_s)
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    async def sleep_until(self, deadline_ms: int, wake: asyncio.Event | None = None) -> None:
+        await _wait(wake, max(0.0, (deadline_ms - self.now_ms()) / 1000))
+
+
+class ManualClock:
+    """A clock that only moves when told to; sleepers wake when it passes their deadline."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._now = start_ms
+        self._moved = asyncio.Condition()
+
+    def now_ms(self) -> int:
+        return self._now
+
+    async def advance(self, ms: int) -> None:
+        await self.set(self._now + ms)
+
+    async def set(self, now_ms: int) -> None:
+        if now_ms < self._now:
+            raise ValueError("a clock never goes back")
+        self._now = now_ms
+        async with self._moved:
+            self._moved.notify_all()
+
+    async def sleep_until(self, deadline_ms: int, wake: asyncio.Event | None = None) -> None:
+        async with self._moved:
+            while self._now < deadline_ms and not (wake and wake.is_set()):
+                # re-check periodically too, so a wake event set elsewhere is noticed
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._moved.wait(), 0.05)
+
+
+SYSTEM_CLOCK = SystemClock()

@@ -1,0 +1,58 @@
+"""Engine and session factory for PostgreSQL (asyncpg) and SQLite (aiosqlite, WAL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from common.errors import UnreachableError
+from common.settings import Settings
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the web tier read while the task server writes; NORMAL sync is
+    # durable across process crashes (only an OS crash can lose the last commits).
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
+    url = make_url(settings.database_url)
+    if settings.is_sqlite:
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, **kwargs)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_async_engine(url, **kwargs)
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def check_database(engine: AsyncEngine) -> None:
+    """Raise UnreachableError (naming DATABASE_URL) unless the database answers."""
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        url = engine.url.render_as_string(hide_password=True)
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UnreachableError(f"DATABASE_URL: cannot connect to {url}: {reason}") from None

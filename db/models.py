@@ -1,0 +1,224 @@
+"""SQLAlchemy 2.0 models of a strategy world.
+
+Times are integer ms since the epoch (``common.clock``); resource stocks are
+fixed-point integers (``common.amounts``). ``VillageStock`` is the narrow hot
+table the per-second tick rewrites: everything else about a village lives in
+``Village`` so tick updates touch as few bytes as possible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Deterministic constraint names, so Alembic migrations are the same on every database.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# BIGINT on PostgreSQL, INTEGER on SQLite (so SQLite's rowid aliasing gives autoincrement).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {int: BigInteger, dict[str, Any]: JSON}  # noqa: RUF012
+
+
+class Player(Base):
+    __tablename__ = "players"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(32), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_ms: Mapped[int]
+    is_bot: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class PlayerSession(Base):
+    """A login. Only a hash of the token is stored, so a leaked table logs nobody in."""
+
+    __tablename__ = "player_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    player_id: Mapped[int] = mapped_column(ForeignKey("players.id", ondelete="CASCADE"), index=True)
+    created_ms: Mapped[int]
+    expires_ms: Mapped[int]
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Village(Base):
+    __tablename__ = "villages"
+    __table_args__ = (UniqueConstraint("x", "y", name="uq_villages_xy"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    player_id: Mapped[int | None] = mapped_column(
+        ForeignKey("players.id", ondelete="SET NULL"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(32))
+    x: Mapped[int] = mapped_column(Integer)
+    y: Mapped[int] = mapped_column(Integer)
+    created_ms: Mapped[int]
+
+
+class VillageStock(Base):
+    """The hot row of a village: stocks, rates and caps, rewritten by its tick shard.
+
+    Stocks and caps are fixed-point (``common.amounts.SCALE`` per unit); rates
+    are whole units per hour, ``crop_rate`` net of troop upkeep (may be negative).
+    """
+
+    __tablename__ = "village_stock"
+    __table_args__ = (Index("ix_village_stock_shard", "shard"),)
+
+    village_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    shard: Mapped[int] = mapped_column(SmallInteger)
+    updated_ms: Mapped[int]
+    wood: Mapped[int]
+    clay: Mapped[int]
+    iron: Mapped[int]
+    crop: Mapped[int]
+    wood_rate: Mapped[int]
+    clay_rate: Mapped[int]
+    iron_rate: Mapped[int]
+    crop_rate: Mapped[int]
+    warehouse_cap: Mapped[int]
+    granary_cap: Mapped[int]
+
+
+class Building(Base):
+    __tablename__ = "buildings"
+
+    village_id: Mapped[int] = mapped_column(
+        ForeignKey("villages.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class BuildOrder(Base):
+    __tablename__ = "build_orders"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    village_id: Mapped[int] = mapped_column(
+        ForeignKey("villages.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    target_level: Mapped[int] = mapped_column(Integer)
+    started_ms: Mapped[int]
+    done_ms: Mapped[int]
+
+
+class Troop(Base):
+    """Troops standing in ``village_id``; ``home_village_id`` differs for reinforcements."""
+
+    __tablename__ = "troops"
+
+    village_id: Mapped[int] = mapped_column(
+        ForeignKey("villages.id", ondelete="CASCADE"), primary_key=True
+    )
+    home_village_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    unit: Mapped[str] = mapped_column(String(32), primary_key=True)
+    count: Mapped[int]
+
+
+class TrainingOrder(Base):
+    __tablename__ = "training_orders"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    village_id: Mapped[int] = mapped_column(
+        ForeignKey("villages.id", ondelete="CASCADE"), index=True
+    )
+    unit: Mapped[str] = mapped_column(String(32))
+    count: Mapped[int]
+    started_ms: Mapped[int]
+    done_ms: Mapped[int]
+
+
+class March(Base):
+    """Troops on the way; ``troops`` maps unit -> count, ``loot`` resource -> units."""
+
+    __tablename__ = "marches"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(16))  # attack, raid, reinforce, return
+    origin_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    target_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    troops: Mapped[dict[str, Any]]
+    loot: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    depart_ms: Mapped[int]
+    arrive_ms: Mapped[int]
+    event_id: Mapped[int]
+
+
+class ScheduledEvent(Base):
+    """The durable record of a pending timed event; Redis only indexes these by due time.
+
+    A row exists while its event is pending: the handler's transaction deletes
+    it (and records the id in ``processed_events``), so effects and the record
+    of having run commit together.
+    """
+
+    __tablename__ = "scheduled_events"
+    __table_args__ = (Index("ix_scheduled_events_due", "due_ms"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(32))
+    village_id: Mapped[int]
+    due_ms: Mapped[int]
+    priority: Mapped[int] = mapped_column(SmallInteger, default=0)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+    created_ms: Mapped[int]
+
+
+class ProcessedEvent(Base):
+    __tablename__ = "processed_events"
+
+    event_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(32))
+    village_id: Mapped[int]
+    processed_ms: Mapped[int] = mapped_column(index=True)
+
+
+class Report(Base):
+    __tablename__ = "reports"
+    __table_args__ = (Index("ix_reports_player_created", "player_id", "created_ms"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    player_id: Mapped[int] = mapped_column(ForeignKey("players.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    title: Mapped[str] = mapped_column(String(128))
+    body: Mapped[dict[str, Any]]
+    created_ms: Mapped[int]
+    is_read: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class IdempotentResponse(Base):
+    """The first response to a command sent with an ``Idempotency-Key``."""
+
+    __tablename__ = "idempotent_responses"
+
+    player_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[int] = mapped_column(Integer)
+    body: Mapped[dict[str, Any]]
+    created_ms: Mapped[int] = mapped_column(index=True)
