@@ -1,0 +1,166 @@
+"""World generator: N players with villages on a square map, by bulk inserts.
+
+The framework knows only the shape of a new village (``VillageTemplate``); the
+game supplies one (the reference game's is ``refgame.world.village_template``).
+PostgreSQL rows go in with COPY, SQLite rows with multi-row executemany.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Table, func, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from common.amounts import to_fixed
+from common.clock import SYSTEM_CLOCK, Clock
+from db.models import Building, Player, Troop, Village, VillageStock
+
+RESOURCES = ("wood", "clay", "iron", "crop")
+_COPY_CHUNK = 50_000
+
+
+@dataclass(frozen=True)
+class VillageTemplate:
+    """What a new village starts with; amounts in whole units, rates in units/hour."""
+
+    buildings: Mapping[str, int] = field(default_factory=dict)
+    troops: Mapping[str, int] = field(default_factory=dict)
+    stock: Mapping[str, int] = field(default_factory=dict)
+    rates: Mapping[str, int] = field(default_factory=dict)
+    warehouse_cap: int = 800
+    granary_cap: int = 800
+
+
+@dataclass(frozen=True)
+class WorldSummary:
+    players: int
+    villages: int
+    first_village_id: int
+    last_village_id: int
+
+
+def stock_row(village_id: int, shard: int, now_ms: int, t: VillageTemplate) -> dict[str, Any]:
+    row: dict[str, Any] = {"village_id": village_id, "shard": shard, "updated_ms": now_ms}
+    for res in RESOURCES:
+        cap = t.granary_cap if res == "crop" else t.warehouse_cap
+        row[res] = to_fixed(min(t.stock.get(res, 0), cap))
+        row[f"{res}_rate"] = t.rates.get(res, 0)
+    row["warehouse_cap"] = to_fixed(t.warehouse_cap)
+    row["granary_cap"] = to_fixed(t.granary_cap)
+    return row
+
+
+async def bulk_insert(conn: AsyncConnection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert many rows fast: COPY on PostgreSQL, executemany elsewhere."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        raw = await conn.get_raw_connection()
+        columns = list(rows[0])
+        for start in range(0, len(rows), _COPY_CHUNK):
+            records = [tuple(r[c] for c in columns) for r in rows[start : start + _COPY_CHUNK]]
+            await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
+                table.name, records=records, columns=columns
+            )
+        return
+    for start in range(0, len(rows), _COPY_CHUNK):
+        await conn.execute(insert(table), list(rows[start : start + _COPY_CHUNK]))
+
+
+def free_coordinates(
+    taken: set[tuple[int, int]], count: int, radius: int, rng: random.Random
+) -> list[tuple[int, int]]:
+    side = 2 * radius + 1
+    if len(taken) + count > side * side:
+        raise ValueError(
+            f"the map holds {side * side} villages ({len(taken)} taken); "
+            f"{count} more do not fit: raise MAP_RADIUS"
+        )
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        xy = (rng.randint(-radius, radius), rng.randint(-radius, radius))
+        if xy not in taken:
+            taken.add(xy)
+            out.append(xy)
+    return out
+
+
+async def generate_world(
+    engine: AsyncEngine,
+    *,
+    players: int,
+    template: VillageTemplate,
+    shards: int,
+    map_radius: int,
+    villages_per_player: int = 1,
+    password_hash: str = "!",  # "!" matches no password: bots cannot log in
+    name_prefix: str = "bot",
+    seed: int | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> WorldSummary:
+    """Add ``players`` bot players, each with ``villages_per_player`` villages from ``template``."""
+    if players < 0 or villages_per_player < 1:
+        raise ValueError("players must be >= 0 and villages_per_player >= 1")
+    rng = random.Random(seed)
+    now = clock.now_ms()
+    async with engine.begin() as conn:
+        first_player = int((await conn.execute(select(func.max(Player.id)))).scalar() or 0) + 1
+        first_village = int((await conn.execute(select(func.max(Village.id)))).scalar() or 0) + 1
+        taken = {(x, y) for x, y in await conn.execute(select(Village.x, Village.y))}
+        n_villages = players * villages_per_player
+        coords = free_coordinates(taken, n_villages, map_radius, rng)
+
+        player_rows = [
+            {
+                "id": first_player + i,
+                "name": f"{name_prefix}{first_player + i}",
+                "password_hash": password_hash,
+                "created_ms": now,
+                "is_bot": True,
+            }
+            for i in range(players)
+        ]
+        village_rows: list[dict[str, Any]] = []
+        for i, (x, y) in enumerate(coords):
+            vid = first_village + i
+            village_rows.append(
+                {
+                    "id": vid,
+                    "player_id": first_player + i // villages_per_player,
+                    "name": f"Village {vid}",
+                    "x": x,
+                    "y": y,
+                    "created_ms": now,
+                }
+            )
+        # Rows of one shard go in together, so each shard's tick reads neighbouring pages.
+        ids_by_shard = sorted(range(first_village, first_village + n_villages),
+                              key=lambda v: (v % shards, v))  # fmt: skip
+        stock_rows = [stock_row(v, v % shards, now, template) for v in ids_by_shard]
+        building_rows = [
+            {"village_id": v["id"], "kind": kind, "level": level}
+            for v in village_rows
+            for kind, level in template.buildings.items()
+        ]
+        troop_rows = [
+            {"village_id": v["id"], "home_village_id": v["id"], "unit": unit, "count": count}
+            for v in village_rows
+            for unit, count in template.troops.items()
+        ]
+        await bulk_insert(conn, Player.__table__, player_rows)  # type: ignore[arg-type]
+        await bulk_insert(conn, Village.__table__, village_rows)  # type: ignore[arg-type]
+        await bulk_insert(conn, VillageStock.__table__, stock_rows)  # type: ignore[arg-type]
+        await bulk_insert(conn, Building.__table__, building_rows)  # type: ignore[arg-type]
+        await bulk_insert(conn, Troop.__table__, troop_rows)  # type: ignore[arg-type]
+        if conn.dialect.name == "postgresql":
+            # COPY with explicit ids leaves the serial sequences behind; catch them up.
+            for table in ("players", "villages"):
+                await conn.exec_driver_sql(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT COALESCE(MAX(id), 1) FROM {table}))"
+                )
+    return WorldSummary(players, n_villages, first_village, first_village + n_villages - 1)
