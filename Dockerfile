@@ -1,0 +1,15 @@
+# One image for every tier: the command picks the process (gameserver, webfront, wgctl).
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY pyproject.toml README.md Procfile ./
+COPY common common
+COPY db db
+COPY gameserver gameserver
+COPY webfront webfront
+COPY refgame refgame
+COPY wgctl wgctl
+COPY bench bench
+RUN pip install --no-cache-dir .
+USER nobody
+CMD ["webfront", "--host", "0.0.0.0"]

@@ -1,0 +1,32 @@
+# One entry point for people and CI: `make run` starts the game, `make test` tests it.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install run test lint bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	touch $@
+
+run: install
+	$(VENV)/bin/wgctl run
+
+test: install
+	bash scripts/ensure-services.sh
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install
+	bash scripts/ensure-services.sh
+	$(PY) -m bench all
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from common.amounts import SCALE
+from db.models import Building, Player, Troop, Village, VillageStock
+from db.worldgen import VillageTemplate, free_coordinates, generate_world
+
+TEMPLATE = VillageTemplate(
+    buildings={"woodcutter": 1, "warehouse": 1},
+    troops={"spearman": 10},
+    stock={"wood": 500, "clay": 500, "iron": 500, "crop": 900},
+    rates={"wood": 30, "clay": 30, "iron": 30, "crop": 20},
+    warehouse_cap=800,
+    granary_cap=800,
+)
+
+
+async def _count(engine, model) -> int:
+    async with engine.connect() as conn:
+        return int((await conn.execute(select(func.count()).select_from(model))).scalar() or 0)
+
+
+async def test_generates_players_villages_and_their_rows(engine, settings) -> None:
+    summary = await generate_world(
+        engine,
+        players=40,
+        villages_per_player=2,
+        template=TEMPLATE,
+        shards=4,
+        map_radius=20,
+        seed=1,
+    )
+    assert (summary.players, summary.villages) == (40, 80)
+    assert await _count(engine, Player) == 40
+    assert await _count(engine, Village) == 80
+    assert await _count(engine, VillageStock) == 80
+    assert await _count(engine, Building) == 160
+    assert await _count(engine, Troop) == 80
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(VillageStock.__table__))).all()
+        coords = (await conn.execute(select(Village.x, Village.y))).all()
+    assert all(r.shard == r.village_id % 4 for r in rows)
+    assert {r.crop for r in rows} == {800 * SCALE}  # the start stock is capped by the granary
+    assert {r.wood_rate for r in rows} == {30}
+    assert len(set(coords)) == 80
+    assert all(abs(x) <= 20 and abs(y) <= 20 for x, y in coords)
+
+
+async def test_second_run_appends_without_collisions(engine) -> None:
+    await generate_world(engine, players=10, template=TEMPLATE, shards=4, map_radius=10, seed=2)
+    second = await generate_world(engine, players=10, template=TEMPLATE, shards=4, map_radius=10)
+    assert second.first_village_id == 11
+    assert await _count(engine, Village) == 20
+    async with engine.connect() as conn:
+        assert len(set((await conn.execute(select(Village.x, Village.y))).all())) == 20
+
+
+async def test_a_full_map_is_a_clear_error(engine) -> None:
+    with pytest.raises(ValueError, match="raise MAP_RADIUS"):
+        await generate_world(engine, players=30, template=TEMPLATE, shards=4, map_radius=2)
+    assert await _count(engine, Village) == 0
+
+
+def test_free_coordinates_avoids_taken_spots() -> None:
+    import random
+
+    taken = {(0, 0), (1, 1)}
+    coords = free_coordinates(taken, 7, 1, random.Random(0))
+    assert len(coords) == 7 and (0, 0) not in coords and (1, 1) not in coords

@@ -1,0 +1,1 @@
+"""The player-facing web tier (aiohttp): auth, snapshots, commands, the browser client."""

@@ -1,0 +1,1 @@
+"""The management CLI: migrate, generate worlds, inspect, and run the local stack."""

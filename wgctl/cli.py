@@ -1,0 +1,157 @@
+"""``wgctl``: operate a world from the command line."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from typing import Any
+
+import click
+from sqlalchemy import func, select
+
+from common.entrypoint import fail, run_async, setup_logging
+from common.errors import FatalError
+from common.redis_conn import check_redis, create_redis
+from common.settings import Settings, load_settings
+from db.engine import check_database, create_engine
+from db.migrate import current_revision, head_revision, upgrade
+from db.models import Player, ScheduledEvent, Village
+from db.worldgen import VillageTemplate, generate_world
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except FatalError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+def load_template(game: str, settings: Settings) -> VillageTemplate:
+    try:
+        world = importlib.import_module(f"{game}.world")
+    except ImportError as exc:
+        fail(f"--game {game}: cannot import {game}.world ({exc})")
+    template: VillageTemplate = world.village_template(settings.world_speed)
+    return template
+
+
+@click.group()
+def cli() -> None:
+    """Operate a webgame world: database, world generation, status, local stack."""
+    setup_logging("WARNING")
+
+
+@cli.command()
+def migrate() -> None:
+    """Create or upgrade the database schema to the latest revision."""
+    settings = _settings()
+
+    async def run() -> None:
+        engine = create_engine(settings)
+        try:
+            await check_database(engine)
+            before = await current_revision(engine)
+            await upgrade(engine, settings)
+            after = await current_revision(engine)
+        finally:
+            await engine.dispose()
+        click.echo(f"database migrated: {before or 'empty'} -> {after}")
+
+    run_async(run)
+
+
+@cli.command()
+@click.option("--players", type=click.IntRange(1, 10_000_000), required=True)
+@click.option("--villages-per-player", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--seed", type=int, default=None, help="map placement seed (reproducible worlds)")
+@click.option("--game", default="refgame", show_default=True, help="package with world.py")
+def worldgen(players: int, villages_per_player: int, seed: int | None, game: str) -> None:
+    """Add PLAYERS bot players with their villages to the world."""
+    settings = _settings()
+    template = load_template(game, settings)
+
+    async def run() -> None:
+        engine = create_engine(settings)
+        try:
+            await check_database(engine)
+            started = time.perf_counter()
+            try:
+                summary = await generate_world(
+                    engine,
+                    players=players,
+                    villages_per_player=villages_per_player,
+                    template=template,
+                    shards=settings.tick_shards,
+                    map_radius=settings.map_radius,
+                    seed=seed,
+                )
+            except ValueError as exc:
+                raise FatalError(str(exc)) from None
+            elapsed = time.perf_counter() - started
+        finally:
+            await engine.dispose()
+        click.echo(
+            f"generated {summary.players} players and {summary.villages} villages "
+            f"in {elapsed:.2f} s ({summary.villages / max(elapsed, 1e-9):,.0f} villages/s)"
+        )
+
+    run_async(run)
+
+
+async def gather_status(settings: Settings) -> dict[str, Any]:
+    status: dict[str, Any] = {"settings": repr(settings)}
+    engine = create_engine(settings)
+    try:
+        await check_database(engine)
+        status["db_revision"] = await current_revision(engine)
+        status["db_head"] = head_revision(settings)
+        if status["db_revision"] is not None:
+            async with engine.connect() as conn:
+                for name, model in (
+                    ("players", Player),
+                    ("villages", Village),
+                    ("pending_events", ScheduledEvent),
+                ):
+                    status[name] = (
+                        await conn.execute(select(func.count()).select_from(model))
+                    ).scalar()
+    finally:
+        await engine.dispose()
+    redis = create_redis(settings)
+    try:
+        await check_redis(redis, settings.redis_url)
+        info = await redis.info("server")
+        status["redis_version"] = info.get("redis_version") or info.get("valkey_version")
+    finally:
+        await redis.aclose()
+    return status
+
+
+@cli.command()
+def status() -> None:
+    """Show the database revision, world size, pending events and Redis version."""
+    settings = _settings()
+
+    async def run() -> None:
+        for key, value in (await gather_status(settings)).items():
+            click.echo(f"{key:>15}: {value}")
+
+    run_async(run)
+
+
+def _register_optional_groups() -> None:
+    """Subcommand groups that live next to the code they operate (queue, run, ...)."""
+    for module, attr in (("gameserver.queue.cli", "queue_cli"), ("wgctl.localrun", "run")):
+        try:
+            command = getattr(importlib.import_module(module), attr)
+        except ImportError:
+            continue
+        cli.add_command(command)
+
+
+_register_optional_groups()
+
+
+def main() -> None:
+    sys.exit(cli())

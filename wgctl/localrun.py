@@ -1,0 +1,99 @@
+"""``wgctl run``: the whole game on one machine, in one command.
+
+Uses ``REDIS_URL`` when it answers, otherwise starts the embedded Valkey
+server; migrates the database (SQLite by default); generates a small demo
+world on first start; then runs the processes of the ``Procfile`` under honcho
+and stops everything on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import click
+from honcho.environ import parse_procfile
+from honcho.manager import Manager
+from sqlalchemy import func, select
+
+from common.embedded_redis import EmbeddedRedis
+from common.entrypoint import fail
+from common.errors import FatalError, UnreachableError
+from common.redis_conn import check_redis, create_redis
+from common.settings import Settings, load_settings
+from db.engine import check_database, create_engine
+from db.migrate import upgrade
+from db.models import Village
+from db.worldgen import generate_world
+
+PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+
+
+async def redis_reachable(settings: Settings) -> bool:
+    client = create_redis(settings)
+    try:
+        await check_redis(client, settings.redis_url)
+        return True
+    except UnreachableError:
+        return False
+    finally:
+        await client.aclose()
+
+
+async def prepare_database(settings: Settings, demo_players: int, game: str) -> int:
+    """Migrate, and on an empty world generate ``demo_players`` bots; return the village count."""
+    from wgctl.cli import load_template
+
+    engine = create_engine(settings)
+    try:
+        await check_database(engine)
+        await upgrade(engine, settings)
+        async with engine.connect() as conn:
+            villages = int((await conn.execute(select(func.count(Village.id)))).scalar() or 0)
+        if villages == 0 and demo_players > 0:
+            summary = await generate_world(
+                engine,
+                players=demo_players,
+                template=load_template(game, settings),
+                shards=settings.tick_shards,
+                map_radius=settings.map_radius,
+            )
+            villages = summary.villages
+    finally:
+        await engine.dispose()
+    return villages
+
+
+@click.command()
+@click.option("--demo-players", type=click.IntRange(0, 100_000), default=30, show_default=True)
+@click.option("--game", default="refgame", show_default=True)
+def run(demo_players: int, game: str) -> None:
+    """Start Redis if needed, migrate, seed a demo world, run task and web servers."""
+    try:
+        settings = load_settings()
+    except FatalError as exc:
+        fail(str(exc), exc.exit_code)
+    embedded: EmbeddedRedis | None = None
+    try:
+        if not asyncio.run(redis_reachable(settings)):
+            embedded = EmbeddedRedis().start()
+            click.echo(
+                f"no Redis at {settings.redis_url}: started embedded Valkey at {embedded.url}"
+            )
+            settings = load_settings(redis_url=embedded.url)
+        villages = asyncio.run(prepare_database(settings, demo_players, game))
+        click.echo(f"database ready ({villages} villages): {settings!r}")
+
+        env = {**os.environ, "REDIS_URL": settings.redis_url, "DATABASE_URL": settings.database_url}
+        manager = Manager()
+        for name, process in parse_procfile(PROCFILE.read_text()).processes.items():
+            manager.add_process(name, process, env=env)
+        click.echo(f"open http://{settings.web_host}:{settings.web_port}/  (Ctrl-C stops)")
+        manager.loop()
+        raise SystemExit(manager.returncode or 0)
+    except FatalError as exc:
+        fail(str(exc), exc.exit_code)
+    finally:
+        if embedded is not None:
+            embedded.stop()
