@@ -42,6 +42,7 @@ class Settings(BaseSettings):
         9100, ge=0, le=65535, description="task server Prometheus port (0 = off)"
     )
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="player session lifetime")
+    game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 
     @field_validator("redis_url")
