@@ -1,0 +1,166 @@
+"""Set-based SQL on the hot ``village_stock`` table: tick, settle, spend, deposit, re-rate.
+
+Every statement applies the same rule as ``common.amounts.accrue``::
+
+    stock(t) = max(0, min(cap, stock + rate * (t - updated_ms)))
+
+and writes ``updated_ms = t``. Because the gain ``rate * dt`` is exact in
+fixed-point units and stocks never exceed their cap, settling at any set of
+intermediate times gives the same value as settling once: a tick that runs
+late, twice or not at all changes nothing. Statements only move a row forward
+in time (``updated_ms < t``), so an out-of-date writer cannot roll it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Update, and_, func, literal, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from db.models import VillageStock
+
+RESOURCES = ("wood", "clay", "iron", "crop")
+_T = VillageStock.__table__.c
+
+
+def cap_column(resource: str) -> ColumnElement[int]:
+    return _T.granary_cap if resource == "crop" else _T.warehouse_cap
+
+
+def _least(dialect: str, *args: Any) -> ColumnElement[int]:
+    return func.least(*args) if dialect == "postgresql" else func.min(*args)
+
+
+def _greatest(dialect: str, *args: Any) -> ColumnElement[int]:
+    return func.greatest(*args) if dialect == "postgresql" else func.max(*args)
+
+
+def accrued(resource: str, now_ms: int, dialect: str) -> ColumnElement[int]:
+    """SQL for the stock of ``resource`` at ``now_ms`` (never before ``updated_ms``)."""
+    stock, rate = _T[resource], _T[f"{resource}_rate"]
+    dt = _greatest(dialect, literal(now_ms) - _T.updated_ms, 0)
+    return _greatest(dialect, 0, _least(dialect, cap_column(resource), stock + rate * dt))
+
+
+def settled_values(now_ms: int, dialect: str) -> dict[str, ColumnElement[int]]:
+    return {res: accrued(res, now_ms, dialect) for res in RESOURCES}
+
+
+def tick_statement(shard: int, now_ms: int, dialect: str) -> Update:
+    """One shard's tick: materialize every row's stock at ``now_ms``."""
+    return (
+        update(VillageStock)
+        .where(_T.shard == shard, _T.updated_ms < now_ms)
+        .values(**settled_values(now_ms, dialect), updated_ms=now_ms)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def bare_tick_statement(shard: int, now_ms: int) -> Update:
+    """The ceiling the tick is measured against: the cheapest UPDATE of the same rows."""
+    return (
+        update(VillageStock)
+        .where(_T.shard == shard, _T.updated_ms < now_ms)
+        .values(updated_ms=now_ms)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
+    """Run one shard's tick in its own transaction; returns the rows updated.
+
+    On PostgreSQL the commit does not wait for the WAL flush: a tick lost in a
+    crash is recomputed by the next one (dt per row), so it needs no durability.
+    """
+    dialect = conn.dialect.name
+    async with conn.begin():
+        if dialect == "postgresql":
+            await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+        result = await conn.execute(tick_statement(shard, now_ms, dialect))
+    return int(result.rowcount or 0)
+
+
+def _dialect(db: AsyncSession | AsyncConnection) -> str:
+    return db.get_bind().dialect.name if isinstance(db, AsyncSession) else db.dialect.name
+
+
+async def settle(
+    db: AsyncSession | AsyncConnection, village_ids: Sequence[int], now_ms: int
+) -> None:
+    """Materialize stocks at ``now_ms`` (before a rate change, a battle, a report)."""
+    if not village_ids:
+        return
+    dialect = _dialect(db)
+    await db.execute(
+        update(VillageStock)
+        .where(_T.village_id.in_(list(village_ids)), _T.updated_ms < now_ms)
+        .values(**settled_values(now_ms, dialect), updated_ms=now_ms)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def spend(
+    db: AsyncSession | AsyncConnection, village_id: int, cost: Mapping[str, int], now_ms: int
+) -> bool:
+    """Settle and subtract ``cost`` (fixed-point) if the settled stock covers it, atomically.
+
+    The condition and the write are one statement, so concurrent spenders can
+    never both spend the same resources: the loser gets False and nothing changes.
+    """
+    dialect = _dialect(db)
+    values = settled_values(now_ms, dialect)
+    conditions = [values[res] >= cost.get(res, 0) for res in RESOURCES]
+    new_values = {res: values[res] - cost.get(res, 0) for res in RESOURCES}
+    result = await db.execute(
+        update(VillageStock)
+        .where(_T.village_id == village_id, and_(*conditions))
+        .values(**new_values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)
+
+
+async def deposit(
+    db: AsyncSession | AsyncConnection, village_id: int, amounts: Mapping[str, int], now_ms: int
+) -> None:
+    """Settle and add ``amounts`` (fixed-point), capped by storage (excess is lost)."""
+    dialect = _dialect(db)
+    values = settled_values(now_ms, dialect)
+    new_values = {
+        res: _least(dialect, cap_column(res), values[res] + amounts.get(res, 0))
+        for res in RESOURCES
+    }
+    await db.execute(
+        update(VillageStock)
+        .where(_T.village_id == village_id)
+        .values(**new_values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def set_rates(
+    db: AsyncSession | AsyncConnection,
+    village_id: int,
+    now_ms: int,
+    rates: Mapping[str, int] | None = None,
+    caps: tuple[int, int] | None = None,
+) -> None:
+    """Settle at ``now_ms`` with the old rates, then set new rates and/or caps.
+
+    Production changes at the exact time of the event that changes it.
+    ``caps`` is (warehouse, granary) in fixed-point units.
+    """
+    dialect = _dialect(db)
+    values: dict[str, Any] = dict(settled_values(now_ms, dialect))
+    for res, rate in (rates or {}).items():
+        values[f"{res}_rate"] = rate
+    if caps is not None:
+        values["warehouse_cap"], values["granary_cap"] = caps
+    await db.execute(
+        update(VillageStock)
+        .where(_T.village_id == village_id)
+        .values(**values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
+        .execution_options(synchronize_session=False)
+    )

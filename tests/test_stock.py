@@ -1,0 +1,131 @@
+"""Exact resources: the tick, settle, spend and deposit agree with the closed form."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from sqlalchemy import insert, select
+
+from common.amounts import SCALE, accrue
+from db import stock
+from db.models import Village, VillageStock
+
+T0 = 1_700_000_000_000
+CAP = 1_000 * SCALE
+RATES = {"wood": 37, "clay": 101, "iron": 3, "crop": -13}  # odd rates: no lucky rounding
+
+
+async def _make_villages(engine, count: int, shards: int = 4, start: int = 500) -> None:
+    rows = [
+        {
+            "village_id": v,
+            "shard": v % shards,
+            "updated_ms": T0,
+            **{res: start * SCALE for res in stock.RESOURCES},
+            **{f"{res}_rate": RATES[res] + v for res in stock.RESOURCES},
+            "warehouse_cap": CAP,
+            "granary_cap": CAP,
+        }
+        for v in range(1, count + 1)
+    ]
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(Village),
+            [
+                {"id": v, "name": f"v{v}", "x": v, "y": 0, "created_ms": T0}
+                for v in range(1, count + 1)
+            ],
+        )
+        await conn.execute(insert(VillageStock), rows)
+
+
+async def _stocks(engine) -> dict[int, tuple[int, ...]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(VillageStock.village_id, *(VillageStock.__table__.c[r] for r in stock.RESOURCES))
+        )
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def closed_form(village_id: int, t: int, start: int = 500) -> tuple[int, ...]:
+    return tuple(
+        accrue(start * SCALE, RATES[res] + village_id, t - T0, CAP) for res in stock.RESOURCES
+    )
+
+
+async def test_ticks_late_doubled_or_skipped_give_the_closed_form(engine) -> None:
+    await _make_villages(engine, 40)
+    rng = random.Random(7)
+    now = T0
+    for _ in range(60):
+        now += rng.choice([0, 1, 999, 1000, 1000, 1001, 3_333, 60_000])
+        shard = rng.randrange(4)
+        for _repeat in range(rng.choice([0, 1, 1, 2])):  # skipped, normal or doubled
+            async with engine.connect() as conn:
+                await stock.tick_shard(conn, shard, now)
+    end = now + 12_345
+    async with engine.begin() as conn:
+        await stock.settle(conn, list(range(1, 41)), end)
+    got = await _stocks(engine)
+    assert got == {v: closed_form(v, end) for v in range(1, 41)}
+
+
+async def test_stock_is_capped_and_never_negative(engine) -> None:
+    await _make_villages(engine, 2)
+    ten_days = 10 * 24 * 3600 * 1000
+    for shard in range(4):
+        async with engine.connect() as conn:
+            await stock.tick_shard(conn, shard, T0 + ten_days)
+    got = await _stocks(engine)
+    assert got[1] == (CAP, CAP, CAP, 0)  # crop net -12/h ran out long ago
+
+
+async def test_tick_of_an_empty_shard_changes_nothing(engine) -> None:
+    await _make_villages(engine, 3, shards=4)  # ids 1..3: shard 0 is empty
+    async with engine.connect() as conn:
+        assert await stock.tick_shard(conn, 0, T0 + 1000) == 0
+    assert (await _stocks(engine))[1] == closed_form(1, T0)
+
+
+async def test_spend_uses_the_interpolated_stock_and_refuses_overdraft(engine) -> None:
+    await _make_villages(engine, 1, start=0)
+    hour = 3_600_000
+    async with engine.begin() as conn:
+        # after one hour village 1 has 38 wood: 38 is affordable, 39 is not
+        assert not await stock.spend(conn, 1, {"wood": 39 * SCALE}, T0 + hour)
+        assert await stock.spend(conn, 1, {"wood": 38 * SCALE}, T0 + hour)
+    got = await _stocks(engine)
+    assert got[1][0] == 0
+    assert got[1][1] == 102 * SCALE  # clay settled at the spend time
+
+
+async def test_deposit_is_capped(engine) -> None:
+    await _make_villages(engine, 1, start=900)
+    async with engine.begin() as conn:
+        await stock.deposit(conn, 1, {"wood": 300 * SCALE, "iron": 5 * SCALE}, T0)
+    got = await _stocks(engine)
+    assert got[1][0] == CAP and got[1][2] == 905 * SCALE
+
+
+async def test_rate_change_settles_first(engine) -> None:
+    await _make_villages(engine, 1, start=0)
+    hour = 3_600_000
+    async with engine.begin() as conn:
+        await stock.set_rates(conn, 1, T0 + hour, rates={"wood": 100})
+    async with engine.begin() as conn:
+        await stock.settle(conn, [1], T0 + 2 * hour)
+    assert (await _stocks(engine))[1][0] == (38 + 100) * SCALE
+
+
+async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
+    await _make_villages(engine, 1, start=100)  # 100 wood: exactly 10 spends of 10 fit
+    sem = asyncio.Semaphore(50)
+
+    async def one_spend() -> bool:
+        async with sem, engine.begin() as conn:
+            return await stock.spend(conn, 1, {"wood": 10 * SCALE}, T0)
+
+    results = await asyncio.gather(*(one_spend() for _ in range(50)))
+    assert sum(results) == 10
+    assert (await _stocks(engine))[1][0] == 0
