@@ -1,0 +1,84 @@
+"""The tick runner: shard rotation, lease ownership, the scheduler and overruns."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy import insert, select
+
+from common.amounts import SCALE
+from common.clock import ManualClock
+from db.models import Village, VillageStock
+from gameserver.tick import TickRunner
+
+T0 = 1_700_000_000_000
+
+
+async def _villages(engine, count: int, shards: int) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(Village),
+            [{"id": v, "name": "v", "x": v, "y": 0, "created_ms": T0} for v in range(1, count + 1)],
+        )
+        await conn.execute(
+            insert(VillageStock),
+            [
+                {
+                    "village_id": v, "shard": v % shards, "updated_ms": T0,
+                    "wood": 0, "clay": 0, "iron": 0, "crop": 0,
+                    "wood_rate": 3600, "clay_rate": 0, "iron_rate": 0, "crop_rate": 0,
+                    "warehouse_cap": 10**6 * SCALE, "granary_cap": 10**6 * SCALE,
+                }
+                for v in range(1, count + 1)
+            ],
+        )  # fmt: skip
+
+
+async def _updated(engine) -> dict[int, int]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))
+        return dict(rows.all())
+
+
+async def test_each_second_ticks_its_shard_when_owned(engine) -> None:
+    await _villages(engine, 12, shards=3)
+    clock = ManualClock(T0)
+    runner = TickRunner(engine, shards=3, owns=lambda shard: shard != 2, clock=clock)
+    for second in range(1, 7):
+        await clock.set(T0 + second * 1000)
+        await runner.tick()
+    updated = await _updated(engine)
+    # the last second of 1..6 that fell on each village's shard; shard 2 is not ours
+    expected = {}
+    for v in range(1, 13):
+        shard = v % 3
+        seconds = [s for s in range(1, 7) if ((T0 + s * 1000) // 1000) % 3 == shard]
+        expected[v] = T0 + max(seconds) * 1000 if shard != 2 else T0
+    assert updated == expected
+    assert runner.ticks_run == 4
+
+
+async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
+    await _villages(engine, 4, shards=1)
+    runner = TickRunner(engine, shards=1, owns=lambda shard: True)
+    runner.start()
+    try:
+        await asyncio.sleep(2.6)
+    finally:
+        runner.stop()
+    assert runner.ticks_run >= 1
+    assert min((await _updated(engine)).values()) > T0
+
+    slow = TickRunner(engine, shards=1, owns=lambda shard: True)
+
+    async def stuck(shard: int, now_ms: int) -> int:
+        await asyncio.sleep(2.5)
+        return 0
+
+    slow.run_shard = stuck  # type: ignore[method-assign]
+    slow.start()
+    try:
+        await asyncio.sleep(3.6)
+    finally:
+        slow.stop()
+    assert slow.overruns >= 1
