@@ -1,0 +1,90 @@
+"""Errors of the reference game's rules: a player asked for something the rules forbid.
+
+Each class has a stable ``code`` (the web tier returns it in
+``{"error": {"code": ..., "message": ...}}``) and an ``http_status`` hint:
+400 for a request that can never succeed as written, 409 for one that conflicts
+with the village's current state and may succeed later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+
+class RuleError(Exception):
+    """Base class: a command broke a rule of the game; nothing was changed."""
+
+    code: ClassVar[str] = "rule_violation"
+    http_status: ClassVar[int] = 400
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: Mapping[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON error body: ``{"code", "message"}`` plus ``details`` when there are any."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = dict(self.details)
+        return body
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class InvalidQuantity(RuleError):
+    """A count that is not a whole number, is zero or negative, or is beyond the limit."""
+
+    code = "invalid_quantity"
+
+
+class UnknownBuilding(RuleError):
+    code = "unknown_building"
+
+
+class UnknownUnit(RuleError):
+    code = "unknown_unit"
+
+
+class MaxLevel(RuleError):
+    """The building (counting the levels already queued) is at its maximum level."""
+
+    code = "max_level"
+    http_status = 409
+
+
+class PrerequisiteMissing(RuleError):
+    """Another building must reach a level first (e.g. barracks to train, rally point to march)."""
+
+    code = "prerequisite_missing"
+    http_status = 409
+
+
+class QueueFull(RuleError):
+    code = "queue_full"
+    http_status = 409
+
+
+class InsufficientResources(RuleError):
+    code = "insufficient_resources"
+    http_status = 409
+
+
+class InsufficientTroops(RuleError):
+    code = "insufficient_troops"
+    http_status = 409
+
+
+class InvalidMarch(RuleError):
+    """A march of an unknown kind, without troops, or to its own village."""
+
+    code = "invalid_march"
+
+
+class NotRecallable(RuleError):
+    """A return march, or a march past its recall window."""
+
+    code = "not_recallable"
+    http_status = 409
