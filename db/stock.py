@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from db.models import VillageStock
 
 RESOURCES = ("wood", "clay", "iron", "crop")
+SHRINKING = frozenset({"crop"})  # resources whose rate may be negative
 _T = VillageStock.__table__.c
 
 
@@ -37,15 +38,27 @@ def _greatest(dialect: str, *args: Any) -> ColumnElement[int]:
     return func.greatest(*args) if dialect == "postgresql" else func.max(*args)
 
 
-def accrued(resource: str, now_ms: int, dialect: str) -> ColumnElement[int]:
-    """SQL for the stock of ``resource`` at ``now_ms`` (never before ``updated_ms``)."""
+def accrued(
+    resource: str, now_ms: int, dialect: str, moves_forward: bool = False
+) -> ColumnElement[int]:
+    """SQL for the stock of ``resource`` at ``now_ms`` (never before ``updated_ms``).
+
+    ``moves_forward`` says the statement's WHERE already guarantees
+    ``updated_ms < now_ms``, so the clamp of ``dt`` at 0 can be left out (the
+    tick's hot path). Only crop can shrink (its rate is net of upkeep), so only
+    crop needs the floor at 0.
+    """
     stock, rate = _T[resource], _T[f"{resource}_rate"]
-    dt = _greatest(dialect, literal(now_ms) - _T.updated_ms, 0)
-    return _greatest(dialect, 0, _least(dialect, cap_column(resource), stock + rate * dt))
+    elapsed = literal(now_ms) - _T.updated_ms
+    dt = elapsed if moves_forward else _greatest(dialect, elapsed, 0)
+    capped = _least(dialect, cap_column(resource), stock + rate * dt)
+    return _greatest(dialect, 0, capped) if resource in SHRINKING else capped
 
 
-def settled_values(now_ms: int, dialect: str) -> dict[str, ColumnElement[int]]:
-    return {res: accrued(res, now_ms, dialect) for res in RESOURCES}
+def settled_values(
+    now_ms: int, dialect: str, moves_forward: bool = False
+) -> dict[str, ColumnElement[int]]:
+    return {res: accrued(res, now_ms, dialect, moves_forward) for res in RESOURCES}
 
 
 def tick_statement(shard: int, now_ms: int, dialect: str) -> Update:
@@ -53,7 +66,7 @@ def tick_statement(shard: int, now_ms: int, dialect: str) -> Update:
     return (
         update(VillageStock)
         .where(_T.shard == shard, _T.updated_ms < now_ms)
-        .values(**settled_values(now_ms, dialect), updated_ms=now_ms)
+        .values(**settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms)
         .execution_options(synchronize_session=False)
     )
 
@@ -96,7 +109,7 @@ async def settle(
     await db.execute(
         update(VillageStock)
         .where(_T.village_id.in_(list(village_ids)), _T.updated_ms < now_ms)
-        .values(**settled_values(now_ms, dialect), updated_ms=now_ms)
+        .values(**settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms)
         .execution_options(synchronize_session=False)
     )
 

@@ -1,0 +1,105 @@
+"""``python -m bench``: load tests that print a table, write JSON and draw PNG plots."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bench import report
+from bench.databases import DEFAULT_PG_ADMIN_URL, check_disk, drop_database, fresh_database
+from common.entrypoint import run_async
+
+OUT_DIR = Path("bench/results")
+
+
+@click.group()
+def cli() -> None:
+    """Measure queue events/s, tick capacity and snapshot polling beside their raw ceilings."""
+
+
+async def tick_bench(
+    villages: int,
+    shards: int,
+    rotations: int,
+    db: str,
+    db_name: str,
+    pg_admin_url: str,
+    redis_url: str,
+    out: Path,
+) -> dict[str, Any]:
+    from bench.tick import BYTES_PER_VILLAGE, populate, run_rotations
+
+    data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
+    check_disk(data_dir, villages * BYTES_PER_VILLAGE[db], f"a tick bench of {villages:,} villages")
+    database = await fresh_database(db, db_name, redis_url, pg_admin_url)
+    try:
+        report.console.print(f"populating {villages:,} villages on {db} ...")
+        await populate(database.engine, villages, shards)
+        figures = await run_rotations(database.engine, villages, shards, rotations)
+    finally:
+        await drop_database(database, pg_admin_url)
+    summary = figures.summary()
+    ours, bare = summary["shard_seconds"], summary["bare_shard_seconds"]
+    rows = [
+        ["our tick (s/shard)", *ours.values(), summary["villages_per_s"]],
+        ["bare UPDATE (s/shard)", *bare.values(), summary["bare_villages_per_s"]],
+    ]
+    title = f"tick: {villages:,} villages, {shards} shards, {rotations} rotations on {db}"
+    report.print_table(title, rows, ["", "p50", "p90", "p99", "max", "villages/s"])
+    projected = summary["projected_max_villages_p99_under_1s"]
+    report.console.print(
+        f"ratio to bare UPDATE: {summary['ratio_to_bare']:.2f}; projected villages per "
+        f"{shards}-shard rotation with shard p99 < 1 s: {projected:,}"
+    )
+
+    def draw(ax: Any) -> None:
+        ax.plot([t * 1000 for t in figures.ours_s], label="our tick", linewidth=0.8)
+        ax.plot([t * 1000 for t in figures.bare_s], label="bare UPDATE", linewidth=0.8)
+        ax.set_xlabel("shard tick (in order)")
+        ax.set_ylabel("duration (ms)")
+        ax.set_title(f"tick duration per shard: {villages:,} villages / {shards} shards ({db})")
+        ax.legend()
+
+    summary["plot"] = str(report.save_plot(out, f"tick_{db}", draw))
+    summary["json"] = str(
+        report.save_json(out, f"tick_{db}", {"machine": report.machine_info(), **summary})
+    )
+    return summary
+
+
+@cli.command()
+@click.option(
+    "--villages", type=click.IntRange(100, 50_000_000), default=1_000_000, show_default=True
+)
+@click.option("--shards", type=click.IntRange(1, 3600), default=60, show_default=True)
+@click.option("--rotations", type=click.IntRange(1, 100), default=2, show_default=True)
+@click.option(
+    "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True
+)
+@click.option("--db-name", default="wgbench_tick", show_default=True, help="bench-owned database")
+@click.option("--pg-admin-url", default=DEFAULT_PG_ADMIN_URL, show_default=True)
+@click.option("--redis-url", default="redis://127.0.0.1:6379/0", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
+def tick(
+    villages: int,
+    shards: int,
+    rotations: int,
+    db: str,
+    db_name: str,
+    pg_admin_url: str,
+    redis_url: str,
+    out: Path,
+) -> None:
+    """Tick capacity: full rotations of the sharded tick beside a bare UPDATE."""
+
+    async def go() -> None:
+        await tick_bench(villages, shards, rotations, db, db_name, pg_admin_url, redis_url, out)
+
+    run_async(go)
+
+
+def main() -> None:
+    sys.exit(cli())

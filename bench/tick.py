@@ -1,0 +1,106 @@
+"""Tick capacity: our shard UPDATE beside a bare UPDATE of the same rows, full rotations."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from tqdm import tqdm
+
+from bench.report import percentiles
+from common.amounts import SCALE
+from db.stock import bare_tick_statement, tick_shard
+
+START_MS = 1_700_000_000_000
+BYTES_PER_VILLAGE = {"postgresql": 700, "sqlite": 250}  # hot row + index, with free space
+
+
+@dataclass
+class TickFigures:
+    villages: int
+    shards: int
+    rotations: int
+    ours_s: list[float] = field(default_factory=list)
+    bare_s: list[float] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        ours, bare = percentiles(self.ours_s), percentiles(self.bare_s)
+        per_shard = self.villages / self.shards
+        ours_rate = sum(self.rows) / max(sum(self.ours_s), 1e-9)
+        bare_rate = sum(self.rows) / max(sum(self.bare_s), 1e-9)
+        return {
+            "villages": self.villages,
+            "shards": self.shards,
+            "rotations": self.rotations,
+            "shard_seconds": ours,
+            "bare_shard_seconds": bare,
+            "villages_per_s": ours_rate,
+            "bare_villages_per_s": bare_rate,
+            "ratio_to_bare": ours_rate / max(bare_rate, 1e-9),
+            # linear in rows per shard: the world size at which a shard's p99 reaches 1 s
+            "projected_max_villages_p99_under_1s": int(
+                self.shards * per_shard / max(ours["p99"], 1e-9)
+            ),
+        }
+
+
+async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
+    """Insert ``villages`` hot rows, each shard's rows together (the world generator's layout)."""
+    cap = 800 * SCALE
+    select_rows = (
+        f"SELECT g, g % {shards}, {START_MS}, 0, 0, 0, 0, 30 + g % 7, 30, 30, 10 - g % 25, "
+        f"{cap}, {cap} FROM series ORDER BY g % {shards}, g"
+    )
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(
+                text(f"WITH series AS (SELECT generate_series(1, {villages}) AS g) "
+                     f"INSERT INTO village_stock {select_rows}")
+            )  # fmt: skip
+        else:
+            await conn.execute(
+                text(f"WITH RECURSIVE series(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM series "
+                     f"WHERE g < {villages}) INSERT INTO village_stock {select_rows}")
+            )  # fmt: skip
+    if engine.dialect.name == "postgresql":
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text("VACUUM ANALYZE village_stock"))
+
+
+async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> int:
+    async with engine.connect() as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+        result = await conn.execute(bare_tick_statement(shard, now_ms))
+    return int(result.rowcount or 0)
+
+
+async def run_rotations(
+    engine: AsyncEngine, villages: int, shards: int, rotations: int
+) -> TickFigures:
+    figures = TickFigures(villages, shards, rotations)
+    now = START_MS
+    with tqdm(total=shards * rotations, desc="tick shards", unit="shard") as progress:
+        for rotation in range(rotations):
+            for shard in range(shards):
+                now += 1000
+                # alternate which runs first, so neither gets the warmer cache every time
+                order = ("ours", "bare") if (rotation + shard) % 2 == 0 else ("bare", "ours")
+                for i, which in enumerate(order):
+                    at = now + i
+                    started = time.perf_counter()
+                    if which == "ours":
+                        async with engine.connect() as conn:
+                            rows = await tick_shard(conn, shard, at)
+                        figures.ours_s.append(time.perf_counter() - started)
+                        figures.rows.append(rows)
+                    else:
+                        await _bare(engine, shard, at)
+                        figures.bare_s.append(time.perf_counter() - started)
+                progress.update()
+    return figures
