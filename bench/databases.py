@@ -91,10 +91,10 @@ async def fresh_database(
             probe = create_async_engine(f"sqlite+aiosqlite:///{path}")
             try:
                 async with probe.connect() as conn:
-                    owned = await conn.execute(
+                    marker = await conn.execute(
                         text("SELECT count(*) FROM sqlite_master WHERE name = 'bench_owner'")
                     )
-                    if not owned.scalar():
+                    if not marker.scalar():
                         raise FatalError(f"{path} exists and is not a bench database; remove it")
             finally:
                 await probe.dispose()

@@ -31,7 +31,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def machine_info(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for package in ("aiohttp", "redis", "hiredis", "sqlalchemy", "asyncpg", "aiosqlite", "msgpack"):
         try:
             versions[package] = metadata.version(package)

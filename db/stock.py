@@ -132,7 +132,7 @@ async def spend(
         .values(**new_values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def deposit(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine
+from sqlalchemy.engine import Connection
 
 from db.models import Base
 
@@ -11,7 +12,7 @@ config = context.config
 connection = config.attributes.get("connection")
 
 
-def run(conn: object) -> None:
+def run(conn: Connection) -> None:
     context.configure(
         connection=conn,
         target_metadata=Base.metadata,
