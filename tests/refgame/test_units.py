@@ -84,7 +84,8 @@ def test_training_queue() -> None:
 
 def test_validate_troops() -> None:
     assert validate_troops({"legionnaire": 3, "praetorian": 0}) == {"legionnaire": 3}
-    for bad in ({}, {"legionnaire": 0}, {"legionnaire": -1}, {"legionnaire": 1.5}, []):
+    bads: list[object] = [{}, {"legionnaire": 0}, {"legionnaire": -1}, {"legionnaire": 1.5}, []]
+    for bad in bads:
         with pytest.raises(InvalidQuantity):
             validate_troops(bad)  # type: ignore[arg-type]
     with pytest.raises(UnknownUnit):
