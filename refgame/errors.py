@@ -88,3 +88,21 @@ class NotRecallable(RuleError):
 
     code = "not_recallable"
     http_status = 409
+
+
+class NotYourVillage(RuleError):
+    """A village or march that does not exist or belongs to another player (same answer)."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class EventsPending(RuleError):
+    """The village has timed events due that have not run yet; retry in a moment.
+
+    Spending settles the stock at the present; an overdue event that changes
+    production must run first, or the change would apply late.
+    """
+
+    code = "events_pending"
+    http_status = 409

@@ -1,0 +1,216 @@
+"""The reference game's player commands: build, train, send a march, recall.
+
+Each runs inside one transaction the caller opens (the web tier) and returns
+a JSON-ready dict. Spending is one conditional UPDATE (``db.stock.spend``,
+``state.take_troops``), so concurrent commands can never spend the same
+resources or troops twice; on any refusal a ``RuleError`` is raised and the
+caller rolls back, so nothing changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import exists, insert, select, update
+
+from common.amounts import to_fixed
+from db import stock
+from db.models import BuildOrder, March, ScheduledEvent, TrainingOrder
+from refgame import state
+from refgame.buildings import plan_build
+from refgame.errors import (
+    EventsPending,
+    InsufficientResources,
+    InsufficientTroops,
+    InvalidMarch,
+    NotRecallable,
+    NotYourVillage,
+)
+from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
+from refgame.travel import check_recall, plan_march, recall_return_ms
+from refgame.units import plan_training
+
+
+class CommandTx(state.GameTx):
+    """A command's transaction: the game tx plus the clock and a durable-event cancel."""
+
+    now_ms: int
+
+    async def cancel(self, event_id: int) -> bool: ...
+
+
+async def own_village(tx: CommandTx, player_id: int, village_id: int) -> state.VillageInfo:
+    village = await state.village_info(tx.session, village_id)
+    if village is None or village.player_id != player_id:
+        raise NotYourVillage(f"you have no village {village_id}")
+    return village
+
+
+async def require_settled(tx: CommandTx, village_id: int) -> None:
+    """Refuse to settle a village at *now* while one of its events is overdue."""
+    overdue = await tx.session.execute(
+        select(
+            exists().where(
+                ScheduledEvent.village_id == village_id, ScheduledEvent.due_ms <= tx.now_ms
+            )
+        )
+    )
+    if overdue.scalar():
+        raise EventsPending("this village has events finishing right now; retry in a moment")
+
+
+async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> None:
+    await require_settled(tx, village_id)
+    if not await stock.spend(
+        tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, tx.now_ms
+    ):
+        have = stock.RESOURCES
+        raise InsufficientResources(
+            "not enough resources; wait for production or lower the quantity",
+            cost=cost,
+            resources=list(have),
+        )
+
+
+async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> dict[str, Any]:
+    await own_village(tx, player_id, village_id)
+    buildings = await state.buildings_of(tx.session, village_id)
+    queued = (
+        (
+            await tx.session.execute(
+                select(BuildOrder)
+                .where(BuildOrder.village_id == village_id)
+                .order_by(BuildOrder.done_ms)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    plan = plan_build(kind, buildings, queued, tx.now_ms, tx.world_speed)
+    await _pay(tx, village_id, plan.cost.as_dict())
+    order_id = tx.ids.next_id()
+    await tx.session.execute(
+        insert(BuildOrder).values(
+            id=order_id,
+            village_id=village_id,
+            kind=plan.kind,
+            target_level=plan.target_level,
+            started_ms=plan.start_ms,
+            done_ms=plan.done_ms,
+        )
+    )
+    tx.schedule(BUILD_DONE, village_id, plan.done_ms, {"order_id": order_id})
+    tx.touch_players([player_id])
+    return {
+        "order_id": order_id,
+        "kind": plan.kind,
+        "target_level": plan.target_level,
+        "cost": plan.cost.as_dict(),
+        "started_ms": plan.start_ms,
+        "done_ms": plan.done_ms,
+    }
+
+
+async def train(
+    tx: CommandTx, player_id: int, village_id: int, unit: str, count: int
+) -> dict[str, Any]:
+    await own_village(tx, player_id, village_id)
+    barracks = (await state.buildings_of(tx.session, village_id)).get("barracks", 0)
+    queued = (
+        (
+            await tx.session.execute(
+                select(TrainingOrder.done_ms).where(TrainingOrder.village_id == village_id)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    plan = plan_training(unit, count, barracks, list(queued), tx.now_ms, tx.world_speed)
+    await _pay(tx, village_id, plan.cost.as_dict())
+    order_id = tx.ids.next_id()
+    await tx.session.execute(
+        insert(TrainingOrder).values(
+            id=order_id,
+            village_id=village_id,
+            unit=plan.unit,
+            count=plan.count,
+            started_ms=plan.start_ms,
+            done_ms=plan.done_ms,
+        )
+    )
+    tx.schedule(TRAIN_DONE, village_id, plan.done_ms, {"order_id": order_id})
+    tx.touch_players([player_id])
+    return {
+        "order_id": order_id,
+        "unit": plan.unit,
+        "count": plan.count,
+        "cost": plan.cost.as_dict(),
+        "started_ms": plan.start_ms,
+        "done_ms": plan.done_ms,
+    }
+
+
+async def send_march(
+    tx: CommandTx,
+    player_id: int,
+    village_id: int,
+    kind: str,
+    x: int,
+    y: int,
+    troops: dict[str, int],
+) -> dict[str, Any]:
+    origin = await own_village(tx, player_id, village_id)
+    target = await state.village_at(tx.session, x, y)
+    if target is None:
+        raise InvalidMarch(f"there is no village at ({x}, {y})")
+    if kind in ("attack", "raid") and target.player_id == player_id:
+        raise InvalidMarch("you cannot attack your own village")
+    rally = (await state.buildings_of(tx.session, village_id)).get("rally_point", 0)
+    plan = plan_march(kind, troops, (origin.x, origin.y), (x, y), rally, tx.now_ms, tx.world_speed)
+    if not await state.take_troops(tx.session, village_id, village_id, plan.troops):
+        raise InsufficientTroops("not enough troops at home", wanted=dict(plan.troops))
+    march_id = tx.ids.next_id()
+    event_id = tx.schedule(MARCH, target.id, plan.arrive_ms, {"march_id": march_id})
+    await tx.session.execute(
+        insert(March).values(
+            id=march_id,
+            kind=plan.kind,
+            origin_village_id=origin.id,
+            target_village_id=target.id,
+            troops=dict(plan.troops),
+            loot={},
+            depart_ms=plan.depart_ms,
+            arrive_ms=plan.arrive_ms,
+            event_id=event_id,
+        )
+    )
+    tx.touch_players([player_id, target.player_id])
+    return {
+        "march_id": march_id,
+        "kind": plan.kind,
+        "target_village_id": target.id,
+        "troops": dict(plan.troops),
+        "depart_ms": plan.depart_ms,
+        "arrive_ms": plan.arrive_ms,
+    }
+
+
+async def recall(tx: CommandTx, player_id: int, march_id: int) -> dict[str, Any]:
+    row = await tx.session.get(March, march_id)
+    origin = await state.village_info(tx.session, row.origin_village_id) if row else None
+    if row is None or origin is None or origin.player_id != player_id:
+        raise NotYourVillage(f"you have no march {march_id}")
+    check_recall(row.kind, row.depart_ms, row.arrive_ms, tx.now_ms)
+    # The DB decides the race with the arrival: exactly one of them deletes the event row.
+    if not await tx.cancel(row.event_id):
+        raise NotRecallable("the march has already arrived", march_id=row.id)
+    arrive = recall_return_ms(row.depart_ms, tx.now_ms)
+    event_id = tx.schedule(MARCH, origin.id, arrive, {"march_id": row.id})
+    await tx.session.execute(
+        update(March)
+        .where(March.id == row.id)
+        .values(kind="return", depart_ms=tx.now_ms, arrive_ms=arrive, event_id=event_id)
+    )
+    target = await state.village_info(tx.session, row.target_village_id)
+    tx.touch_players([player_id, target.player_id if target else None])
+    return {"march_id": row.id, "kind": "return", "arrive_ms": arrive}

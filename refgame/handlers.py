@@ -1,0 +1,322 @@
+"""The reference game's timed-event handlers, registered on the task server.
+
+Event kinds and what they change (each at its due time, in the village it is
+scheduled for, so production changes are exact):
+
+- ``build_done`` (payload ``order_id``): the building reaches its level; a
+  field's production or a storage cap changes.
+- ``train_done`` (``order_id``): the units join the village; upkeep rises.
+- ``march`` (``march_id``): a march arrives. At its target: a battle (attack,
+  raid) or a reinforcement. At home (a return): troops and loot come home.
+- ``troops_lost`` (``lost``): the home village learns that its troops died
+  away; upkeep falls. The news travels back at the dead troops' speed, and
+  the home village feeds them until it arrives.
+- ``starvation``: the granary ran dry with net crop negative; troops at home
+  die, highest upkeep first, until net crop is back at zero or above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from common.amounts import to_fixed
+from db import stock
+from db.models import Building, BuildOrder, March, TrainingOrder
+from refgame import state
+from refgame.battle import (
+    battle_loot,
+    battle_reports,
+    new_seed,
+    reinforcement_report,
+    resolve_battle,
+    split_losses,
+)
+from refgame.buildings import FIELD_KINDS
+from refgame.economy import (
+    field_production,
+    starvation_time_ms,
+    starve,
+    stock_at,
+    village_caps,
+    visible_stock,
+)
+from refgame.travel import march_duration_ms, return_march
+from refgame.units import total_upkeep
+
+BUILD_DONE = "build_done"
+TRAIN_DONE = "train_done"
+MARCH = "march"
+TROOPS_LOST = "troops_lost"
+STARVATION = state.STARVATION
+RESOURCE_OF_FIELD = {kind: res for res, kind in FIELD_KINDS.items()}
+
+
+def _side(village: state.VillageInfo) -> dict[str, Any]:
+    return {
+        "player_id": village.player_id,
+        "village_id": village.id,
+        "name": village.name,
+        "x": village.x,
+        "y": village.y,
+    }
+
+
+async def build_done(
+    tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    order = await tx.session.get(BuildOrder, int(payload["order_id"]))
+    if order is None:  # the village was deleted with its orders
+        return
+    old_level = (
+        await tx.session.execute(
+            select(Building.level).where(
+                Building.village_id == village_id, Building.kind == order.kind
+            )
+        )
+    ).scalar() or 0
+    await tx.session.execute(
+        update(Building)
+        .where(Building.village_id == village_id, Building.kind == order.kind)
+        .values(level=order.target_level)
+    )
+    await tx.session.execute(delete(BuildOrder).where(BuildOrder.id == order.id))
+    deltas: dict[str, int] = {}
+    caps = None
+    if order.kind in RESOURCE_OF_FIELD:
+        gain = field_production(order.target_level, tx.world_speed) - field_production(
+            old_level, tx.world_speed
+        )
+        deltas[RESOURCE_OF_FIELD[order.kind]] = gain
+    if order.kind in ("warehouse", "granary"):
+        caps = village_caps(await state.buildings_of(tx.session, village_id))
+    if deltas or caps:
+        await state.change_rates(tx.session, village_id, due_ms, tx, deltas, caps)
+    info = await state.village_info(tx.session, village_id)
+    tx.touch_players([info.player_id if info else None])
+
+
+async def train_done(
+    tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    order = await tx.session.get(TrainingOrder, int(payload["order_id"]))
+    if order is None:
+        return
+    await tx.session.execute(delete(TrainingOrder).where(TrainingOrder.id == order.id))
+    await state.add_troops(tx.session, village_id, village_id, {order.unit: order.count})
+    await state.change_rates(
+        tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({order.unit: order.count})}
+    )
+    info = await state.village_info(tx.session, village_id)
+    tx.touch_players([info.player_id if info else None])
+
+
+async def troops_lost(
+    tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    lost = {str(u): int(n) for u, n in payload["lost"].items()}
+    if await state.village_info(tx.session, village_id) is None:
+        return
+    await state.change_rates(tx.session, village_id, due_ms, tx, {"crop": total_upkeep(lost)})
+
+
+async def starvation(
+    tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    info = await state.village_info(tx.session, village_id)
+    if info is None:
+        return
+    row = await state.stock_row(tx.session, village_id)
+    crop = stock_at(row, due_ms)["crop"]
+    if row["crop_rate"] >= 0:
+        return  # production recovered since this check was scheduled
+    if crop > 0:  # upkeep changed since: check again when the granary really runs dry
+        when = starvation_time_ms(crop, row["crop_rate"], due_ms)
+        if when is not None:
+            tx.schedule(STARVATION, village_id, when, {})
+        return
+    deaths = starve(await state.troops_home(tx.session, village_id), -row["crop_rate"])
+    if not deaths:
+        return  # nothing at home eats; the deficit stays and crop stays at 0
+    await state.remove_losses(tx.session, village_id, {village_id: deaths})
+    await state.change_rates(tx.session, village_id, due_ms, tx, {"crop": total_upkeep(deaths)})
+    await state.add_report(
+        tx.session,
+        tx.ids,
+        info.player_id,
+        "starvation",
+        "Troops starved",
+        {"type": "starvation", "time_ms": due_ms, "village": _side(info), "deaths": deaths},
+        due_ms,
+    )
+    tx.touch_players([info.player_id])
+
+
+async def march(tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]) -> None:
+    row = await tx.session.get(March, int(payload["march_id"]))
+    if row is None:
+        return  # recalled or already handled
+    troops = {str(u): int(n) for u, n in row.troops.items() if int(n) > 0}
+    villages = await state.villages_info(tx.session, [row.origin_village_id, row.target_village_id])
+    origin, target = villages.get(row.origin_village_id), villages.get(row.target_village_id)
+    if row.kind == "return":
+        await _arrive_home(tx, row, troops, origin, due_ms)
+    elif not troops:
+        await tx.session.execute(delete(March).where(March.id == row.id))  # starved on the way
+    elif target is None or origin is None:
+        await _turn_around(tx, row, troops, due_ms)
+    elif row.kind == "reinforce":
+        await _reinforce(tx, row, troops, origin, target, due_ms)
+    else:
+        await _battle(tx, row, troops, origin, target, due_ms)
+
+
+async def _arrive_home(
+    tx: state.GameTx, row: March, troops: dict[str, int], home: state.VillageInfo | None, at_ms: int
+) -> None:
+    await tx.session.execute(delete(March).where(March.id == row.id))
+    if home is None:
+        return  # the home village is gone: its troops scatter
+    await state.add_troops(tx.session, home.id, home.id, troops)
+    loot = {r: to_fixed(int(n)) for r, n in (row.loot or {}).items() if int(n) > 0}
+    if loot:
+        await stock.deposit(tx.session, home.id, loot, at_ms)
+    tx.touch_players([home.player_id])
+
+
+async def _send_back(
+    tx: state.GameTx,
+    row: March,
+    survivors: Mapping[str, int],
+    depart_ms: int,
+    arrive_ms: int,
+    loot: Mapping[str, int] | None = None,
+) -> None:
+    """Turn the march row into the return march home and schedule its arrival."""
+    event_id = tx.schedule(MARCH, row.origin_village_id, arrive_ms, {"march_id": row.id})
+    await tx.session.execute(
+        update(March)
+        .where(March.id == row.id)
+        .values(
+            kind="return",
+            troops=dict(survivors),
+            loot=dict(loot or {}),
+            depart_ms=depart_ms,
+            arrive_ms=arrive_ms,
+            event_id=event_id,
+        )
+    )
+
+
+async def _turn_around(tx: state.GameTx, row: March, troops: dict[str, int], at_ms: int) -> None:
+    """The target is gone: the troops walk back the way they came."""
+    await _send_back(tx, row, troops, at_ms, at_ms + (at_ms - row.depart_ms))
+
+
+async def _reinforce(
+    tx: state.GameTx,
+    row: March,
+    troops: dict[str, int],
+    origin: state.VillageInfo,
+    target: state.VillageInfo,
+    at_ms: int,
+) -> None:
+    await tx.session.execute(delete(March).where(March.id == row.id))
+    await state.add_troops(tx.session, target.id, origin.id, troops)
+    body = reinforcement_report(troops, sender=_side(origin), receiver=_side(target), time_ms=at_ms)
+    for player in {origin.player_id, target.player_id}:
+        await state.add_report(
+            tx.session, tx.ids, player, "reinforcement", body["title"], body, at_ms
+        )
+    tx.touch_players([origin.player_id, target.player_id])
+
+
+async def _battle(
+    tx: state.GameTx,
+    row: March,
+    troops: dict[str, int],
+    origin: state.VillageInfo,
+    target: state.VillageInfo,
+    at_ms: int,
+) -> None:
+    session = tx.session
+    defenders_by_home = await state.troops_in(session, target.id)
+    defenders: dict[str, int] = {}
+    for group in defenders_by_home.values():
+        for unit, count in group.items():
+            defenders[unit] = defenders.get(unit, 0) + count
+    wall = (await state.buildings_of(session, target.id)).get("wall", 0)
+    result = resolve_battle(troops, defenders, wall, row.kind, new_seed())
+    loot = battle_loot(
+        result, visible_stock(stock_at(await state.stock_row(session, target.id), at_ms))
+    )
+
+    # The defender's side: losses where they stand, loot out of the stock at the arrival time.
+    losses_by_home = split_losses(defenders_by_home, result.defender_losses)
+    await state.remove_losses(session, target.id, losses_by_home)
+    if any(loot.values()):
+        taken = await stock.spend(
+            session, target.id, {r: to_fixed(n) for r, n in loot.items()}, at_ms
+        )
+        if not taken:
+            raise RuntimeError(f"loot {loot} exceeds the stock of village {target.id}")
+    own_losses = losses_by_home.pop(target.id, {})
+    if own_losses:
+        await state.change_rates(session, target.id, at_ms, tx, {"crop": total_upkeep(own_losses)})
+    reinforcing_villages = await state.villages_info(session, losses_by_home)
+    for home, lost in losses_by_home.items():
+        _send_news(tx, home, (target.x, target.y), reinforcing_villages.get(home), lost, at_ms)
+
+    # The attacker's side: the news of losses travels home, survivors follow with the loot.
+    lost = {u: n for u, n in result.attacker_losses.items() if n > 0}
+    _send_news(tx, origin.id, (target.x, target.y), origin, lost, at_ms)
+    back = return_march(
+        (origin.x, origin.y),
+        (target.x, target.y),
+        result.attacker_survivors,
+        at_ms,
+        tx.world_speed,
+        loot,
+    )
+    if back is None:
+        await session.execute(delete(March).where(March.id == row.id))
+    else:
+        await _send_back(tx, row, back.troops, back.depart_ms, back.arrive_ms, back.loot)
+
+    attacker_body, defender_body = battle_reports(
+        result, loot=loot, attacker=_side(origin), defender=_side(target), time_ms=at_ms
+    )
+    await state.add_report(
+        session, tx.ids, origin.player_id, "battle", attacker_body["title"], attacker_body, at_ms
+    )
+    await state.add_report(
+        session, tx.ids, target.player_id, "battle", defender_body["title"], defender_body, at_ms
+    )
+    owners = [v.player_id for v in reinforcing_villages.values()]
+    tx.touch_players([origin.player_id, target.player_id, *owners])
+
+
+def _send_news(
+    tx: state.GameTx,
+    home_id: int,
+    battle_xy: tuple[int, int],
+    home: state.VillageInfo | None,
+    lost: Mapping[str, int],
+    at_ms: int,
+) -> None:
+    """Schedule the upkeep drop at ``home`` when the news of ``lost`` troops reaches it."""
+    if home is None or not any(lost.values()):
+        return
+    travel = march_duration_ms(battle_xy, (home.x, home.y), lost, tx.world_speed)
+    tx.schedule(TROOPS_LOST, home_id, at_ms + travel, {"lost": dict(lost)})
+
+
+HANDLERS = {
+    BUILD_DONE: build_done,
+    TRAIN_DONE: train_done,
+    MARCH: march,
+    TROOPS_LOST: troops_lost,
+    STARVATION: starvation,
+}

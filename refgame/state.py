@@ -1,0 +1,254 @@
+"""The reference game's reads and writes of the world tables, inside a caller's transaction.
+
+Commands (web tier) and event handlers (task server) share these. Every write
+that changes production first settles the stock at the change's own time
+(``db.stock.set_rates``), so resources stay exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from common.amounts import to_fixed
+from common.ids import IdGenerator
+from db import stock
+from db.models import Building, Report, Troop, Village, VillageStock
+from refgame.economy import starvation_time_ms, stock_at
+
+STARVATION = "starvation"  # event kind: the crop of a village may have run out
+
+
+class Scheduler(Protocol):
+    """Where game code puts the timed events it creates (committed with its transaction)."""
+
+    def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int: ...
+
+
+class GameTx(Scheduler, Protocol):
+    """One transaction of game code: a command from the web tier or a batch of events.
+
+    ``schedule`` writes a durable event in this transaction (indexed in Redis
+    after the commit); ``touch_players`` names players whose snapshot changed.
+    """
+
+    session: AsyncSession
+    world_speed: float
+    ids: IdGenerator
+
+    def touch_players(self, player_ids: Iterable[int | None]) -> None: ...
+
+
+@dataclass(frozen=True)
+class VillageInfo:
+    id: int
+    player_id: int | None
+    name: str
+    x: int
+    y: int
+
+
+async def village_info(session: AsyncSession, village_id: int) -> VillageInfo | None:
+    row = (
+        await session.execute(
+            select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
+                Village.id == village_id
+            )
+        )
+    ).first()
+    return VillageInfo(*row) if row else None
+
+
+async def villages_info(session: AsyncSession, ids: Iterable[int]) -> dict[int, VillageInfo]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = await session.execute(
+        select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
+            Village.id.in_(wanted)
+        )
+    )
+    return {r[0]: VillageInfo(*r) for r in rows}
+
+
+async def village_at(session: AsyncSession, x: int, y: int) -> VillageInfo | None:
+    row = (
+        await session.execute(
+            select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
+                Village.x == x, Village.y == y
+            )
+        )
+    ).first()
+    return VillageInfo(*row) if row else None
+
+
+async def buildings_of(session: AsyncSession, village_id: int) -> dict[str, int]:
+    rows = await session.execute(
+        select(Building.kind, Building.level).where(Building.village_id == village_id)
+    )
+    return {kind: level for kind, level in rows}
+
+
+async def troops_home(session: AsyncSession, village_id: int) -> dict[str, int]:
+    """The village's own troops standing in it (not reinforcements from elsewhere)."""
+    rows = await session.execute(
+        select(Troop.unit, Troop.count).where(
+            Troop.village_id == village_id, Troop.home_village_id == village_id, Troop.count > 0
+        )
+    )
+    return {unit: count for unit, count in rows}
+
+
+async def troops_in(session: AsyncSession, village_id: int) -> dict[int, dict[str, int]]:
+    """Every troop standing in the village, grouped by home village."""
+    rows = await session.execute(
+        select(Troop.home_village_id, Troop.unit, Troop.count).where(
+            Troop.village_id == village_id, Troop.count > 0
+        )
+    )
+    out: dict[int, dict[str, int]] = {}
+    for home, unit, count in rows:
+        out.setdefault(home, {})[unit] = count
+    return out
+
+
+async def change_rates(
+    session: AsyncSession,
+    village_id: int,
+    at_ms: int,
+    events: Scheduler,
+    rate_deltas: Mapping[str, int] | None = None,
+    caps: tuple[int, int] | None = None,
+) -> dict[str, int]:
+    """Settle the stock at ``at_ms``, then add ``rate_deltas`` and/or set ``caps`` (whole units).
+
+    Rates change by deltas (a field's production step, a unit's upkeep) rather
+    than being recomputed, so upkeep follows the documented rule exactly: the
+    home village feeds its troops until the news of their death arrives. When
+    net crop turns negative, a starvation event is scheduled for the exact ms
+    the granary runs dry.
+    """
+    deltas = {r: d for r, d in (rate_deltas or {}).items() if d}
+    row = await stock_row(session, village_id)
+    new_rates = {r: row[f"{r}_rate"] + deltas.get(r, 0) for r in stock.RESOURCES}
+    await stock.set_rates(
+        session,
+        village_id,
+        at_ms,
+        rates={r: new_rates[r] for r in deltas},
+        caps=(to_fixed(caps[0]), to_fixed(caps[1])) if caps else None,
+    )
+    if deltas.get("crop", 0) < 0 and new_rates["crop"] < 0:
+        due = starvation_time_ms(stock_at(row, at_ms)["crop"], new_rates["crop"], at_ms)
+        if due is not None:
+            events.schedule(STARVATION, village_id, due, {})
+    return new_rates
+
+
+async def stock_row(session: AsyncSession, village_id: int) -> dict[str, int]:
+    """The village's ``village_stock`` row as a dict (fixed-point stocks and caps, rates)."""
+    row = (
+        await session.execute(
+            select(VillageStock.__table__).where(VillageStock.village_id == village_id)
+        )
+    ).one()
+    return dict(row._mapping)
+
+
+def _upsert(session: AsyncSession) -> Any:
+    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+
+
+async def add_troops(
+    session: AsyncSession, village_id: int, home_village_id: int, troops: Mapping[str, int]
+) -> None:
+    rows = [
+        {"village_id": village_id, "home_village_id": home_village_id, "unit": u, "count": n}
+        for u, n in troops.items()
+        if n > 0
+    ]
+    if not rows:
+        return
+    stmt = _upsert(session)(Troop).values(rows)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["village_id", "home_village_id", "unit"],
+        set_={"count": Troop.count + stmt.excluded.count},
+    )
+    await session.execute(stmt)
+
+
+async def take_troops(
+    session: AsyncSession, village_id: int, home_village_id: int, troops: Mapping[str, int]
+) -> bool:
+    """Remove ``troops`` if all are there; a conditional UPDATE per unit, so never below zero."""
+    for unit, count in troops.items():
+        if count <= 0:
+            continue
+        result = await session.execute(
+            update(Troop)
+            .where(
+                Troop.village_id == village_id,
+                Troop.home_village_id == home_village_id,
+                Troop.unit == unit,
+                Troop.count >= count,
+            )
+            .values(count=Troop.count - count)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            return False
+    return True
+
+
+async def remove_losses(
+    session: AsyncSession, village_id: int, losses_by_home: Mapping[int, Mapping[str, int]]
+) -> None:
+    """Subtract battle losses from the troops standing in ``village_id``; drop empty rows."""
+    for home, losses in losses_by_home.items():
+        for unit, lost in losses.items():
+            await session.execute(
+                update(Troop)
+                .where(
+                    Troop.village_id == village_id,
+                    Troop.home_village_id == home,
+                    Troop.unit == unit,
+                )
+                .values(count=Troop.count - lost)
+                .execution_options(synchronize_session=False)
+            )
+    await session.execute(
+        delete(Troop).where(and_(Troop.village_id == village_id, Troop.count <= 0))
+    )
+
+
+async def add_report(
+    session: AsyncSession,
+    ids: IdGenerator,
+    player_id: int | None,
+    kind: str,
+    title: str,
+    body: dict[str, Any],
+    at_ms: int,
+) -> int | None:
+    """File a report for ``player_id`` (nobody gets one for an abandoned village)."""
+    if player_id is None:
+        return None
+    report_id = ids.next_id()
+    await session.execute(
+        insert(Report).values(
+            id=report_id,
+            player_id=player_id,
+            kind=kind,
+            title=title,
+            body=body,
+            created_ms=at_ms,
+            is_read=False,
+        )
+    )
+    return report_id
