@@ -1,47 +1,130 @@
-"""``create_app(settings)``: the aiohttp application and its resources."""
+"""``create_app(settings)``: the aiohttp application, its routes and its resources."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
-from redis.asyncio import Redis
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
+from common.ids import IdGenerator
 from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine
-from webfront import health
+from webfront import auth, clocksync, health, mapview, openapi, reports, snapshot
+from webfront.commands import command_endpoints
+from webfront.config import WebConfig
+from webfront.fastredis import FastRedis
+from webfront.metrics import Metrics
+from webfront.middleware import make_middleware
+from webfront.ratelimit import RateLimiter
+from webfront.routing import Endpoint, mount
+from webfront.sessions import SessionStore
+from webfront.state import (
+    CLOCK,
+    CONFIG,
+    ENGINE,
+    FAST_REDIS,
+    HASH_POOL,
+    IDS,
+    LIMITER,
+    METRICS,
+    REDIS,
+    SESSIONS,
+    SETTINGS,
+)
+
+__all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 
 STATIC_DIR = Path(__file__).with_name("static")
 
-SETTINGS = web.AppKey("settings", Settings)
-CLOCK = web.AppKey("clock", Clock)  # type: ignore[type-abstract]
-ENGINE = web.AppKey("engine", AsyncEngine)
-REDIS = web.AppKey("redis", Redis)
-
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS]
-    app[ENGINE] = create_engine(settings)
-    app[REDIS] = create_redis(settings)  # type: ignore[assignment]
+    settings, config, clock = app[SETTINGS], app[CONFIG], app[CLOCK]
+    engine = create_engine(settings)
+    redis = create_redis(settings)
+    fast = FastRedis(settings.redis_url)
+    pool = ThreadPoolExecutor(config.hash_threads, thread_name_prefix="password-hash")
+    sessions = SessionStore(
+        engine,
+        redis,  # type: ignore[arg-type]
+        fast,
+        settings.redis_prefix,
+        clock,
+        ttl_ms=settings.session_ttl_s * 1000,
+        negative_ttl_ms=config.negative_session_ttl_ms,
+    )
+    app[ENGINE] = engine
+    app[REDIS] = redis  # type: ignore[assignment]
+    app[FAST_REDIS] = fast
+    app[HASH_POOL] = pool
+    app[SESSIONS] = sessions
+    app[LIMITER] = RateLimiter(redis, settings.redis_prefix, clock)  # type: ignore[arg-type]
+    app[IDS] = IdGenerator(clock)
+    app[snapshot.SNAPSHOTS] = snapshot.SnapshotService(
+        engine,
+        redis,  # type: ignore[arg-type]
+        fast,
+        sessions,
+        clock,
+        settings.redis_prefix,
+        config.snapshot_cache_ttl_ms,
+    )
     yield
-    await app[REDIS].aclose()
-    await app[ENGINE].dispose()
+    pool.shutdown(wait=True)
+    await fast.close()
+    await redis.aclose()
+    await engine.dispose()
 
 
 async def index(_request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "index.html")
 
 
-def create_app(settings: Settings, clock: Clock = SYSTEM_CLOCK) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024)
+CLIENT_ENDPOINTS = [
+    Endpoint("GET", "/", index, "The browser client", "client", auth=False, media_type="text/html"),
+    Endpoint(
+        "GET",
+        "/static/{filename}",
+        None,
+        "Files of the browser client",
+        "client",
+        auth=False,
+        media_type="application/octet-stream",
+        errors=(404,),
+        static_dir=STATIC_DIR,
+    ),
+]
+
+
+def create_app(
+    settings: Settings, clock: Clock = SYSTEM_CLOCK, *, config: WebConfig | None = None
+) -> web.Application:
+    config = config or WebConfig()
+    metrics = Metrics()
+    app = web.Application(
+        client_max_size=config.max_body_bytes, middlewares=[make_middleware(metrics)]
+    )
     app[SETTINGS] = settings
     app[CLOCK] = clock
+    app[CONFIG] = config
+    app[METRICS] = metrics
     app.cleanup_ctx.append(_resources)
-    app.router.add_get("/healthz", health.healthz)
-    app.router.add_get("/", index)
-    app.router.add_static("/static/", STATIC_DIR)
+    mount(
+        app,
+        [
+            *clocksync.ENDPOINTS,
+            *auth.ENDPOINTS,
+            *snapshot.ENDPOINTS,
+            *mapview.ENDPOINTS,
+            *reports.ENDPOINTS,
+            *command_endpoints(settings.game),
+            *openapi.ENDPOINTS,
+            *health.ENDPOINTS,
+            *CLIENT_ENDPOINTS,
+        ],
+    )
+    openapi.document_app(app)
     return app

@@ -1,0 +1,160 @@
+"""Player accounts: a new player and their first village, in one transaction.
+
+The village comes from the game's ``VillageTemplate`` and is placed on a free
+spot of the map. Two registrations racing for the same spot or name are
+settled by the unique constraints: the loser retries on another spot, or
+learns that the name is taken.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from sqlalchemy import func, insert, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from db.models import Building, Player, Troop, Village, VillageStock
+from db.worldgen import VillageTemplate, free_coordinates, stock_row
+
+_CANDIDATES = 64  # random spots tried per query before scanning the whole map
+_PLACEMENT_ROUNDS = 4
+_ATTEMPTS = 5  # transactions retried after losing a spot race
+
+
+class NameTaken(Exception):
+    """Another player already has this name."""
+
+
+class MapFull(Exception):
+    """No free spot is left on the map: raise MAP_RADIUS."""
+
+
+@dataclass(frozen=True)
+class NewAccount:
+    player_id: int
+    village_id: int
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Credentials:
+    player_id: int
+    password_hash: str
+
+
+async def find_credentials(engine: AsyncEngine, name: str) -> Credentials | None:
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(select(Player.id, Player.password_hash).where(Player.name == name))
+        ).first()
+    return None if row is None else Credentials(row.id, row.password_hash)
+
+
+async def set_password_hash(engine: AsyncEngine, player_id: int, password_hash: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(Player).where(Player.id == player_id).values(password_hash=password_hash)
+        )
+
+
+async def _free_spot(conn: AsyncConnection, radius: int, rng: random.Random) -> tuple[int, int]:
+    for _ in range(_PLACEMENT_ROUNDS):
+        candidates = {
+            (rng.randint(-radius, radius), rng.randint(-radius, radius)) for _ in range(_CANDIDATES)
+        }
+        found = await conn.execute(
+            select(Village.x, Village.y).where(tuple_(Village.x, Village.y).in_(list(candidates)))
+        )
+        taken = {(x, y) for x, y in found}
+        free = sorted(candidates - taken)
+        if free:
+            return rng.choice(free)
+    # a crowded map: look at every taken spot once
+    taken_all = {(x, y) for x, y in await conn.execute(select(Village.x, Village.y))}
+    try:
+        return free_coordinates(taken_all, 1, radius, rng)[0]
+    except ValueError as exc:
+        raise MapFull(str(exc)) from None
+
+
+async def _name_exists(engine: AsyncEngine, name: str) -> bool:
+    async with engine.connect() as conn:
+        found = await conn.execute(select(func.count()).where(Player.name == name))
+        return bool(found.scalar())
+
+
+async def create_account(
+    engine: AsyncEngine,
+    *,
+    name: str,
+    password_hash: str,
+    template: VillageTemplate,
+    shards: int,
+    map_radius: int,
+    now_ms: int,
+    village_name: str | None = None,
+    rng: random.Random | None = None,
+) -> NewAccount:
+    """Insert a player with one village (stock, buildings, troops from ``template``).
+
+    Raises NameTaken or MapFull; nothing is written then.
+    """
+    rng = rng or random.Random()
+    for _ in range(_ATTEMPTS):
+        try:
+            async with engine.begin() as conn:
+                player_id = (
+                    await conn.execute(
+                        insert(Player)
+                        .values(name=name, password_hash=password_hash, created_ms=now_ms)
+                        .returning(Player.id)
+                    )
+                ).scalar_one()
+                x, y = await _free_spot(conn, map_radius, rng)
+                village_id = (
+                    await conn.execute(
+                        insert(Village)
+                        .values(
+                            player_id=player_id,
+                            name=village_name or f"{name}'s village"[:32],
+                            x=x,
+                            y=y,
+                            created_ms=now_ms,
+                        )
+                        .returning(Village.id)
+                    )
+                ).scalar_one()
+                await conn.execute(
+                    insert(VillageStock),
+                    [stock_row(village_id, village_id % shards, now_ms, template)],
+                )
+                if template.buildings:
+                    await conn.execute(
+                        insert(Building),
+                        [
+                            {"village_id": village_id, "kind": kind, "level": level}
+                            for kind, level in template.buildings.items()
+                        ],
+                    )
+                if template.troops:
+                    await conn.execute(
+                        insert(Troop),
+                        [
+                            {
+                                "village_id": village_id,
+                                "home_village_id": village_id,
+                                "unit": unit,
+                                "count": count,
+                            }
+                            for unit, count in template.troops.items()
+                        ],
+                    )
+            return NewAccount(player_id, village_id, x, y)
+        except IntegrityError:
+            if await _name_exists(engine, name):
+                raise NameTaken(f"the name {name!r} is taken") from None
+            # lost a race for the spot: try again elsewhere
+    raise MapFull("could not find a free spot on the map; try again or raise MAP_RADIUS")

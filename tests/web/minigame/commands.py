@@ -1,0 +1,70 @@
+"""One test command, ``POST /api/test/spend``: spend wood of an own village.
+
+It follows the rules a real command must: ownership check, a conditional spend
+(``wood >= cost`` in the UPDATE itself, so concurrent requests cannot spend the
+same wood twice), a rule error when there is not enough, and an after-commit
+hook (here it records that it ran, where a game would enqueue its event).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+from sqlalchemy import select, update
+
+from common.amounts import SCALE
+from db.models import Village, VillageStock
+from refgame.errors import InsufficientResources, RuleError
+from webfront.commands import CommandContext, CommandRoute
+from webfront.validation import Id, Out, StrictBody
+
+AFTER_COMMIT_LOG: list[int] = []  # the tests read it
+
+
+class SpendBody(StrictBody):
+    village_id: Id
+    wood: Annotated[int, Field(ge=1, le=1_000_000)]
+    notify_village_id: Id | None = None  # a village whose owner's snapshot also changes
+
+
+class SpendOut(Out):
+    village_id: int
+    wood_left_fixed: int
+
+
+async def spend(ctx: CommandContext, player_id: int, body: SpendBody) -> dict[str, Any]:
+    await ctx.own_village(body.village_id)
+    cost = body.wood * SCALE
+    result = await ctx.conn.execute(
+        update(VillageStock)
+        .where(VillageStock.village_id == body.village_id, VillageStock.wood >= cost)
+        .values(wood=VillageStock.wood - cost)
+        .returning(VillageStock.wood)
+    )
+    left = result.scalar_one_or_none()
+    if left is None:
+        raise InsufficientResources("not enough wood", needed=body.wood)
+    if body.notify_village_id is not None:
+        owner = await ctx.conn.execute(
+            select(Village.player_id).where(Village.id == body.notify_village_id)
+        )
+        ctx.touch(owner.scalar_one_or_none())
+
+    async def record() -> None:
+        AFTER_COMMIT_LOG.append(body.village_id)
+
+    ctx.after_commit(record)
+    return {"village_id": body.village_id, "wood_left_fixed": left}
+
+
+ROUTES = [
+    CommandRoute(
+        "test/spend",
+        SpendBody,
+        spend,
+        summary="Spend wood (a test command)",
+        response_model=SpendOut,
+    )
+]
+RULE_ERRORS = (RuleError,)

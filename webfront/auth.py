@@ -1,0 +1,214 @@
+"""Register, login, logout, and ``authenticate(request)`` for every other route.
+
+A session travels in an ``HttpOnly; SameSite=Strict; Path=/`` cookie (plus
+``Secure`` over https) for browsers, or as ``Authorization: Bearer <token>``
+for other clients; the login answer carries the token for the latter. Every
+login makes a new token (no session fixation). Login is rate-limited per
+account name and per client address, registration per address, before any
+password is hashed, so the limits also cap the CPU an attacker can burn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from common.game import load_game_module
+from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
+from db.worldgen import VillageTemplate
+from webfront import ratelimit
+from webfront.codec import respond
+from webfront.errors import ApiError, unauthorized
+from webfront.passwords import hash_password, needs_rehash, verify_password
+from webfront.routing import Endpoint
+from webfront.sessions import COOKIE, NewSession, token_from_headers, token_hash
+from webfront.state import (
+    CLOCK,
+    CONFIG,
+    ENGINE,
+    HASH_POOL,
+    LIMITER,
+    SESSIONS,
+    SETTINGS,
+)
+from webfront.validation import Id, Out, Password, PlayerName, StrictBody, read_body
+
+
+class RegisterBody(StrictBody):
+    name: PlayerName
+    password: Password
+
+
+class LoginBody(StrictBody):
+    name: PlayerName
+    password: Password
+
+
+class SessionOut(Out):
+    player_id: Id
+    name: str
+    token: str
+    expires_ms: int
+    village_id: Id | None = None
+
+
+class OkOut(Out):
+    ok: bool
+
+
+def village_template(game: str, world_speed: float) -> VillageTemplate:
+    """A new player's village: the game's ``player_village_template`` if it has one."""
+    world = load_game_module(game, "world")
+    make = getattr(world, "player_village_template", None) or world.village_template
+    template: VillageTemplate = make(world_speed)
+    return template
+
+
+async def authenticate(request: web.Request) -> int:
+    """The id of the logged-in player, or 401."""
+    token = token_from_headers(request.headers.get("Authorization"), request.headers.get("Cookie"))
+    if token is None:
+        raise unauthorized()
+    player_id = await request.app[SESSIONS].player_of(token_hash(token))
+    if player_id is None:
+        raise unauthorized("the session is unknown, expired or logged out; log in again")
+    return player_id
+
+
+def _address(request: web.Request) -> str:
+    # The peer address: behind a reverse proxy, configure it to connect from a
+    # distinct address per client or limits apply to the proxy as a whole.
+    return request.remote or "unknown"
+
+
+async def _hash_in_pool(request: web.Request, func: Any, *args: Any) -> Any:
+    pool = request.app[HASH_POOL]
+    return await asyncio.get_running_loop().run_in_executor(pool, func, *args)
+
+
+def _session_response(
+    request: web.Request, session: NewSession, name: str, village_id: int | None, status: int
+) -> web.Response:
+    body = {
+        "player_id": session.player_id,
+        "name": name,
+        "token": session.token,
+        "expires_ms": session.expires_ms,
+        "village_id": village_id,
+    }
+    response = respond(request, body, status=status)
+    response.set_cookie(
+        COOKIE,
+        session.token,
+        max_age=request.app[SETTINGS].session_ttl_s,
+        path="/",
+        httponly=True,
+        samesite="Strict",
+        secure=request.secure,
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+async def register(request: web.Request) -> web.Response:
+    config = request.app[CONFIG]
+    await request.app[LIMITER].hit(
+        ratelimit.Check(
+            "register-address",
+            ratelimit.hashed(_address(request)),
+            config.register_per_address,
+            "too many registrations from this address; try again later",
+        ),
+        code="too_many_attempts",
+    )
+    body = await read_body(request, RegisterBody)
+    settings = request.app[SETTINGS]
+    template = village_template(settings.game, settings.world_speed)
+    password_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
+    try:
+        account = await create_account(
+            request.app[ENGINE],
+            name=body.name,
+            password_hash=password_hash,
+            template=template,
+            shards=settings.tick_shards,
+            map_radius=settings.map_radius,
+            now_ms=request.app[CLOCK].now_ms(),
+        )
+    except NameTaken:
+        raise ApiError(409, "name_taken", "this name is taken; choose another") from None
+    except MapFull:
+        raise ApiError(503, "map_full", "the map has no free spot left") from None
+    session = await request.app[SESSIONS].create(account.player_id)
+    return _session_response(request, session, body.name, account.village_id, 201)
+
+
+async def login(request: web.Request) -> web.Response:
+    config = request.app[CONFIG]
+    body = await read_body(request, LoginBody)
+    await request.app[LIMITER].hit(
+        ratelimit.Check(
+            "login-account",
+            ratelimit.hashed(body.name.casefold()),
+            config.login_per_account,
+            "too many login attempts for this account; try again later",
+        ),
+        ratelimit.Check(
+            "login-address",
+            ratelimit.hashed(_address(request)),
+            config.login_per_address,
+            "too many login attempts from this address; try again later",
+        ),
+        code="too_many_attempts",
+    )
+    engine = request.app[ENGINE]
+    found = await find_credentials(engine, body.name)
+    stored = found.password_hash if found else None
+    ok = await _hash_in_pool(request, verify_password, body.password, stored, config.scrypt)
+    if not ok or found is None:
+        raise ApiError(401, "invalid_credentials", "wrong name or password")
+    if needs_rehash(found.password_hash, config.scrypt):
+        new_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
+        await set_password_hash(engine, found.player_id, new_hash)
+    session = await request.app[SESSIONS].create(found.player_id)
+    return _session_response(request, session, body.name, None, 200)
+
+
+async def logout(request: web.Request) -> web.Response:
+    token = token_from_headers(request.headers.get("Authorization"), request.headers.get("Cookie"))
+    await authenticate(request)
+    assert token is not None  # authenticate() found it
+    await request.app[SESSIONS].revoke(token_hash(token))
+    response = respond(request, {"ok": True})
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+ENDPOINTS = [
+    Endpoint(
+        "POST",
+        "/api/register",
+        register,
+        "Create a player with a first village and log in",
+        "auth",
+        auth=False,
+        body=RegisterBody,
+        response=SessionOut,
+        status=201,
+        errors=(409, 429),
+    ),
+    Endpoint(
+        "POST",
+        "/api/login",
+        login,
+        "Log in: a new session token (cookie and body)",
+        "auth",
+        auth=False,
+        body=LoginBody,
+        response=SessionOut,
+        errors=(401, 429),
+    ),
+    Endpoint("POST", "/api/logout", logout, "End this session", "auth", response=OkOut),
+]

@@ -1,0 +1,35 @@
+"""Tuning of the web tier that is code, not environment: limits, costs, TTLs.
+
+``create_app(settings, config=WebConfig(...))`` lets tests and operators'
+launch scripts change them; the defaults are the production values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webfront.passwords import ScryptParams
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most ``count`` hits per fixed window of ``window_ms``."""
+
+    count: int
+    window_ms: int
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    scrypt: ScryptParams = field(default_factory=ScryptParams)
+    hash_threads: int = 2  # password hashes at once per process (each holds scrypt's memory)
+    login_per_account: Limit = Limit(10, 15 * 60_000)
+    login_per_address: Limit = Limit(60, 15 * 60_000)
+    register_per_address: Limit = Limit(20, 60 * 60_000)
+    commands_per_player: Limit = Limit(30, 10_000)
+    max_body_bytes: int = 16 * 1024  # larger request bodies get 413
+    snapshot_cache_ttl_ms: int = 15_000  # a built snapshot is reused this long per version
+    negative_session_ttl_ms: int = 60_000  # an unknown token is remembered this long
+    reports_max_per_page: int = 100
+    # /metrics answers loopback clients without a proxy header, or anyone sending this token
+    metrics_token: str | None = None

@@ -1,0 +1,150 @@
+"""Player sessions: random tokens, stored as SHA-256 hashes, cached in Redis.
+
+A token is ``secrets.token_urlsafe(32)`` (256 random bits). The database row
+(``PlayerSession``) is the truth; Redis caches each token hash as
+``b"<player_id>:<expires_ms>"`` until it expires, so authenticating a request
+costs one Redis read and no database read. Unknown tokens are cached as
+``b"-"`` for a minute, so a flood of forged tokens cannot reach the database.
+
+Logout writes the revocation to the database, then overwrites the cache
+entry with ``b"-"`` for the rest of the session's life. Cache fills use
+``SET NX``, so a fill racing with a logout can never bring a revoked session
+back. Expiry is checked against the app clock on every read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from common.clock import Clock
+from db.models import PlayerSession
+from webfront import keys
+from webfront.fastredis import FastRedis
+
+COOKIE = "wg_session"
+REVOKED = b"-"
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{43}")  # what token_urlsafe(32) makes
+
+
+@dataclass(frozen=True)
+class NewSession:
+    token: str
+    player_id: int
+    expires_ms: int
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_from_headers(authorization: str | None, cookie_header: str | None) -> str | None:
+    """The session token of a request: ``Authorization: Bearer`` first, then the cookie.
+
+    Anything not shaped like one of our tokens is None, so garbage costs no lookup.
+    """
+    token: str | None = None
+    if authorization is not None:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() == "bearer":
+            token = value.strip()
+    elif cookie_header is not None:
+        # a hand parse: http.cookies is slow and this runs on every poll
+        for part in cookie_header.split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE:
+                token = value.strip('"')
+                break
+    if token is None or _TOKEN_RE.fullmatch(token) is None:
+        return None
+    return token
+
+
+def parse_cached(value: bytes, now_ms: int) -> int | None:
+    """The player id of a cached entry, or None when revoked, unknown or expired."""
+    if value == REVOKED:
+        return None
+    player, _, expires = value.partition(b":")
+    if int(expires) <= now_ms:
+        return None
+    return int(player)
+
+
+class SessionStore:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        redis: Redis,
+        fast: FastRedis,
+        prefix: str,
+        clock: Clock,
+        ttl_ms: int,
+        negative_ttl_ms: int,
+    ) -> None:
+        self._engine = engine
+        self._redis = redis
+        self._fast = fast
+        self._prefix = prefix
+        self._clock = clock
+        self._ttl_ms = ttl_ms
+        self._negative_ttl_ms = negative_ttl_ms
+
+    async def create(self, player_id: int) -> NewSession:
+        token = secrets.token_urlsafe(32)
+        digest = token_hash(token)
+        now = self._clock.now_ms()
+        expires = now + self._ttl_ms
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                insert(PlayerSession).values(
+                    token_hash=digest,
+                    player_id=player_id,
+                    created_ms=now,
+                    expires_ms=expires,
+                    revoked=False,
+                )
+            )
+        await self._redis.set(
+            keys.session(self._prefix, digest), f"{player_id}:{expires}", px=self._ttl_ms
+        )
+        return NewSession(token, player_id, expires)
+
+    async def revoke(self, digest: str) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(PlayerSession).where(PlayerSession.token_hash == digest).values(revoked=True)
+            )
+        await self._redis.set(keys.session(self._prefix, digest), REVOKED, px=self._ttl_ms)
+
+    async def player_of(self, digest: str) -> int | None:
+        """The player a token hash logs in, or None: one Redis read when cached."""
+        cached = await self._fast.execute("GET", keys.session(self._prefix, digest))
+        if cached is not None:
+            return parse_cached(cached, self._clock.now_ms())
+        return await self.load(digest)
+
+    async def load(self, digest: str) -> int | None:
+        """Read a session from the database and cache what was found (a cache miss)."""
+        now = self._clock.now_ms()
+        async with self._engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(
+                        PlayerSession.player_id, PlayerSession.expires_ms, PlayerSession.revoked
+                    ).where(PlayerSession.token_hash == digest)
+                )
+            ).first()
+        key = keys.session(self._prefix, digest)
+        if row is None or row.revoked or row.expires_ms <= now:
+            await self._redis.set(key, REVOKED, px=self._negative_ttl_ms, nx=True)
+            return None
+        await self._redis.set(
+            key, f"{row.player_id}:{row.expires_ms}", px=row.expires_ms - now, nx=True
+        )
+        return int(row.player_id)

@@ -1,0 +1,31 @@
+"""Every piece of app state, each behind a typed ``web.AppKey``."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from common.clock import Clock
+from common.ids import IdGenerator
+from common.settings import Settings
+from webfront.config import WebConfig
+from webfront.fastredis import FastRedis
+from webfront.metrics import Metrics
+from webfront.ratelimit import RateLimiter
+from webfront.sessions import SessionStore
+
+SETTINGS = web.AppKey("settings", Settings)
+CLOCK = web.AppKey("clock", Clock)  # type: ignore[type-abstract]
+CONFIG = web.AppKey("config", WebConfig)
+METRICS = web.AppKey("metrics", Metrics)
+# opened in cleanup_ctx (webfront.app._resources):
+ENGINE = web.AppKey("engine", AsyncEngine)
+REDIS = web.AppKey("redis", Redis)
+FAST_REDIS = web.AppKey("fast_redis", FastRedis)
+SESSIONS = web.AppKey("sessions", SessionStore)
+LIMITER = web.AppKey("limiter", RateLimiter)
+HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
+IDS = web.AppKey("ids", IdGenerator)
