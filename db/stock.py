@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, and_, func, literal, update
+from sqlalchemy import ColumnElement, Update, and_, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from db.models import VillageStock
+from db.models import ScheduledEvent, VillageStock
 
 RESOURCES = ("wood", "clay", "iron", "crop")
 SHRINKING = frozenset({"crop"})  # resources whose rate may be negative
@@ -61,14 +61,35 @@ def settled_values(
     return {res: accrued(res, now_ms, dialect, moves_forward) for res in RESOURCES}
 
 
-def tick_statement(shard: int, now_ms: int, dialect: str) -> Update:
-    """One shard's tick: materialize every row's stock at ``now_ms``."""
-    return (
-        update(VillageStock)
-        .where(_T.shard == shard, _T.updated_ms < now_ms)
-        .values(**settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms)
-        .execution_options(synchronize_session=False)
+def tick_statement(shard: int, now_ms: int, dialect: str, held: Sequence[int] = ()) -> Update:
+    """One shard's tick: materialize every row's stock at ``now_ms``, except ``held`` villages."""
+    stmt = update(VillageStock).where(_T.shard == shard, _T.updated_ms < now_ms)
+    if held:
+        stmt = stmt.where(_T.village_id.not_in(list(held)))
+    return stmt.values(
+        **settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms
+    ).execution_options(synchronize_session=False)
+
+
+# Past this many villages with overdue events a tick is skipped: the queue is
+# catching up, and a skipped tick loses nothing (the next one covers its dt).
+MAX_HELD_VILLAGES = 5_000
+
+
+async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:
+    """Villages with an event due by ``now_ms`` that has not run yet (None: too many).
+
+    The tick must not move such a village past that event's due time, or the
+    production change the event makes would apply late.
+    """
+    rows = await conn.execute(
+        select(ScheduledEvent.village_id)
+        .where(ScheduledEvent.due_ms <= now_ms)
+        .distinct()
+        .limit(MAX_HELD_VILLAGES + 1)
     )
+    held = [r[0] for r in rows]
+    return None if len(held) > MAX_HELD_VILLAGES else held
 
 
 def bare_tick_statement(shard: int, now_ms: int) -> Update:
@@ -91,7 +112,12 @@ async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
     async with conn.begin():
         if dialect == "postgresql":
             await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-        result = await conn.execute(tick_statement(shard, now_ms, dialect))
+            # never queue for long behind a command's row lock: the next rotation catches up
+            await conn.exec_driver_sql("SET LOCAL lock_timeout = '500ms'")
+        held = await held_villages(conn, now_ms)
+        if held is None:
+            return 0
+        result = await conn.execute(tick_statement(shard, now_ms, dialect, held))
     return int(result.rowcount or 0)
 
 

@@ -129,3 +129,23 @@ async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
     results = await asyncio.gather(*(one_spend() for _ in range(50)))
     assert sum(results) == 10
     assert (await _stocks(engine))[1][0] == 0
+
+
+async def test_tick_holds_villages_with_overdue_events(engine) -> None:
+    from db.models import ScheduledEvent
+
+    await _make_villages(engine, 8, shards=1)
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(ScheduledEvent).values(
+                id=1, kind="build_done", village_id=3, due_ms=T0 + 500, priority=0,
+                payload=b"", created_ms=T0,
+            )
+        )  # fmt: skip
+    async with engine.connect() as conn:
+        await stock.tick_shard(conn, 0, T0 + 1000)
+        updated = dict(
+            (await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))).all()
+        )
+    assert updated[3] == T0  # held until its event has run
+    assert all(updated[v] == T0 + 1000 for v in updated if v != 3)
