@@ -9,8 +9,9 @@ caller rolls back, so nothing changes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal, Protocol
 
+from pydantic import Field
 from sqlalchemy import exists, insert, select, update
 
 from common.amounts import to_fixed
@@ -25,13 +26,16 @@ from refgame.errors import (
     InvalidMarch,
     NotRecallable,
     NotYourVillage,
+    RuleError,
 )
 from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
 from refgame.travel import check_recall, plan_march, recall_return_ms
-from refgame.units import plan_training
+from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training
+from webfront.commands import CommandRoute
+from webfront.validation import Id, Out, StrictBody
 
 
-class CommandTx(state.GameTx):
+class CommandTx(state.GameTx, Protocol):
     """A command's transaction: the game tx plus the clock and a durable-event cancel."""
 
     now_ms: int
@@ -214,3 +218,83 @@ async def recall(tx: CommandTx, player_id: int, march_id: int) -> dict[str, Any]
     target = await state.village_info(tx.session, row.target_village_id)
     tx.touch_players([player_id, target.player_id if target else None])
     return {"march_id": row.id, "kind": "return", "arrive_ms": arrive}
+
+
+# --- HTTP routes: mounted by the web tier under /api/<path> -------------------------------------
+
+Name = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z_]+$")]
+Count = Annotated[int, Field(ge=1, le=MAX_TRAIN_PER_ORDER)]
+Coordinate = Annotated[int, Field(ge=-10_000, le=10_000)]
+
+
+class BuildBody(StrictBody):
+    village_id: Id
+    kind: Name = Field(description="a building kind, e.g. woodcutter, warehouse, barracks")
+
+
+class TrainBody(StrictBody):
+    village_id: Id
+    unit: Name = Field(description="a unit, e.g. legionnaire")
+    count: Count
+
+
+class MarchBody(StrictBody):
+    village_id: Id = Field(description="the village the troops leave from")
+    kind: Literal["attack", "raid", "reinforce"]
+    x: Coordinate
+    y: Coordinate
+    troops: dict[Name, Annotated[int, Field(ge=0, le=MAX_TROOPS_PER_UNIT)]] = Field(
+        min_length=1, max_length=len(UNITS)
+    )
+
+
+class RecallBody(StrictBody):
+    march_id: Id
+
+
+class OrderOut(Out):
+    order_id: int
+    kind: str | None = None
+    target_level: int | None = None
+    unit: str | None = None
+    count: int | None = None
+    cost: dict[str, int]
+    started_ms: int
+    done_ms: int
+
+
+class MarchOut(Out):
+    march_id: int
+    kind: str
+    target_village_id: int | None = None
+    troops: dict[str, int] | None = None
+    depart_ms: int | None = None
+    arrive_ms: int
+
+
+async def _build_route(ctx: CommandTx, player_id: int, body: BuildBody) -> dict[str, Any]:
+    return await build(ctx, player_id, body.village_id, body.kind)
+
+
+async def _train_route(ctx: CommandTx, player_id: int, body: TrainBody) -> dict[str, Any]:
+    return await train(ctx, player_id, body.village_id, body.unit, body.count)
+
+
+async def _march_route(ctx: CommandTx, player_id: int, body: MarchBody) -> dict[str, Any]:
+    troops = {u: n for u, n in body.troops.items() if n > 0}
+    return await send_march(ctx, player_id, body.village_id, body.kind, body.x, body.y, troops)
+
+
+async def _recall_route(ctx: CommandTx, player_id: int, body: RecallBody) -> dict[str, Any]:
+    return await recall(ctx, player_id, body.march_id)
+
+
+ROUTES = [
+    CommandRoute("build", BuildBody, _build_route, "Queue a building upgrade", OrderOut),
+    CommandRoute("train", TrainBody, _train_route, "Queue troop training", OrderOut),
+    CommandRoute(
+        "march", MarchBody, _march_route, "Send troops: attack, raid, reinforce", MarchOut
+    ),
+    CommandRoute("recall", RecallBody, _recall_route, "Call a march back home", MarchOut),
+]
+RULE_ERRORS = (RuleError,)
