@@ -17,14 +17,18 @@ scheduled for, so production changes are exact):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import delete, select, update
 
 from common.amounts import to_fixed
+from common.ids import IdGenerator
+from common.settings import Settings
 from db import stock
 from db.models import Building, BuildOrder, March, TrainingOrder
+from gameserver.queue import Event, NewEvent
+from gameserver.queue.handlers import Handler, HandlerContext, HandlerRegistry
 from refgame import state
 from refgame.battle import (
     battle_loot,
@@ -313,10 +317,46 @@ def _send_news(
     tx.schedule(TROOPS_LOST, home_id, at_ms + travel, {"lost": dict(lost)})
 
 
-HANDLERS = {
+Apply = Callable[[state.GameTx, int, int, Mapping[str, Any]], Awaitable[None]]
+HANDLERS: dict[str, Apply] = {
     BUILD_DONE: build_done,
     TRAIN_DONE: train_done,
     MARCH: march,
     TROOPS_LOST: troops_lost,
     STARVATION: starvation,
 }
+
+
+class _EventTx:
+    """The game transaction of a batch of events, on the task server's handler context."""
+
+    def __init__(self, ctx: HandlerContext, world_speed: float, ids: IdGenerator) -> None:
+        self.ctx = ctx
+        self.session = ctx.session
+        self.world_speed = world_speed
+        self.ids = ids
+
+    def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
+        event_id = self.ids.next_id()
+        self.ctx.schedule(NewEvent(kind, village_id, due_ms, dict(payload), id=event_id))
+        return event_id
+
+    def touch_players(self, player_ids: Iterable[int | None]) -> None:
+        self.ctx.touch_players(p for p in player_ids if p is not None)
+
+
+def _batch_handler(apply: Apply, world_speed: float, ids: IdGenerator) -> Handler:
+    async def handle(ctx: HandlerContext, events: list[Event]) -> None:
+        tx = _EventTx(ctx, world_speed, ids)
+        for event in events:  # in run order: (due, priority, id)
+            await apply(tx, event.village_id, event.due_ms, event.payload)
+
+    return handle
+
+
+def register(registry: HandlerRegistry, settings: Settings | None = None) -> None:
+    """Register the reference game's event handlers on a task server."""
+    world_speed = settings.world_speed if settings else 1.0
+    ids = IdGenerator()
+    for kind, apply in HANDLERS.items():
+        registry.register(kind, _batch_handler(apply, world_speed, ids))
