@@ -38,4 +38,10 @@ if ! port_open 5432; then
   as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
   wait_port 5432 || { echo "ensure-services: PostgreSQL did not start" >&2; exit 1; }
 fi
-echo "ensure-services: Redis and PostgreSQL are up"
+if [ ! -x /usr/bin/chromium ]; then
+  # The browser tests drive Debian's Chromium through Playwright (no browser download).
+  echo "ensure-services: installing Chromium from Debian's packages"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+echo "ensure-services: Redis, PostgreSQL and Chromium are ready"
