@@ -12,7 +12,8 @@ from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
 from common.redis_conn import create_redis
 from common.settings import Settings
-from db.engine import create_engine
+from db.engine import create_engine, session_factory
+from gameserver.queue import EventQueue
 from webfront import auth, clocksync, health, mapview, openapi, reports, snapshot
 from webfront.commands import command_endpoints
 from webfront.config import WebConfig
@@ -31,7 +32,9 @@ from webfront.state import (
     IDS,
     LIMITER,
     METRICS,
+    QUEUE,
     REDIS,
+    SESSION_FACTORY,
     SESSIONS,
     SETTINGS,
 )
@@ -62,7 +65,16 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     app[HASH_POOL] = pool
     app[SESSIONS] = sessions
     app[LIMITER] = RateLimiter(redis, settings.redis_prefix, clock)  # type: ignore[arg-type]
-    app[IDS] = IdGenerator(clock)
+    ids = IdGenerator(clock)
+    app[IDS] = ids
+    app[SESSION_FACTORY] = session_factory(engine)
+    app[QUEUE] = EventQueue(
+        redis,
+        prefix=settings.redis_prefix,
+        partitions=settings.queue_partitions,
+        clock=clock,
+        ids=ids,
+    )
     app[snapshot.SNAPSHOTS] = snapshot.SnapshotService(
         engine,
         redis,  # type: ignore[arg-type]

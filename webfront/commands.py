@@ -9,11 +9,12 @@ exists) exports::
 and each handler is ``async def handler(ctx, player_id, body) -> dict``.
 Every route gets, uniformly: authentication, the per-player command rate
 limit (429 + ``Retry-After``), strict validation of ``body_model`` from JSON,
-``Idempotency-Key`` handling, one database transaction (``ctx.conn``) that the
-framework commits together with the idempotency record, then the handler's
-``ctx.after_commit`` callbacks (e.g. enqueue the timed event) and a snapshot
-version bump of the player and of everyone passed to ``ctx.touch``, and an
-entry in the OpenAPI document. A rule error ``exc`` becomes
+``Idempotency-Key`` handling, one database transaction (``ctx.session``) that
+the framework commits together with the events the handler scheduled
+(``ctx.schedule``) and the idempotency record; after the commit the events are
+indexed in the queue, ``ctx.after_commit`` callbacks run and the snapshot
+versions of the player and of everyone passed to ``ctx.touch_players`` are
+bumped; and an entry in the OpenAPI document. A rule error ``exc`` becomes
 ``{"error": {"code": exc.code, "message": str(exc), "details": ...}}`` with
 status ``exc.http_status`` (default 400); nothing is committed then.
 """
@@ -24,29 +25,40 @@ import asyncio
 import importlib.util
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel
-from redis.asyncio import Redis
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.errors import ConfigError
 from common.game import load_game_module
 from common.ids import IdGenerator
 from common.settings import Settings
 from common.snapshot_versions import bump_versions
-from db.models import Village
+from db.models import ScheduledEvent, Village
+from gameserver.queue import Event, NewEvent
+from gameserver.queue.durable import add_durable_events
 from webfront import idempotency, ratelimit
 from webfront.auth import authenticate
 from webfront.codec import respond
 from webfront.errors import ApiError
 from webfront.routing import Endpoint
-from webfront.state import CLOCK, CONFIG, ENGINE, IDS, LIMITER, REDIS, SETTINGS
+from webfront.state import (
+    CLOCK,
+    CONFIG,
+    ENGINE,
+    IDS,
+    LIMITER,
+    QUEUE,
+    REDIS,
+    SESSION_FACTORY,
+    SETTINGS,
+)
 from webfront.validation import read_body
 
 log = logging.getLogger("webfront.commands")
@@ -59,32 +71,66 @@ _SQLITE_LOCK_RETRIES = 5  # SQLite refuses a second writer at once; the whole co
 
 @dataclass
 class CommandContext:
-    """What a command handler works with; ``conn`` is inside the command's transaction."""
+    """What a command handler works with: ``session`` is inside the command's transaction.
 
-    conn: AsyncConnection
+    It has what a game's command transaction needs (the reference game's
+    ``CommandTx``): ``session``, ``now_ms``, ``world_speed``, ``ids``,
+    ``schedule`` (a durable event, written in this transaction and indexed in
+    the queue after the commit), ``cancel`` (a pending durable event),
+    ``touch_players`` and ``after_commit``.
+    """
+
+    session: AsyncSession
     player_id: int
     now_ms: int
     settings: Settings
-    redis: Redis
     ids: IdGenerator
+    events: list[NewEvent] = field(default_factory=list)
+    cancelled: list[tuple[int, int]] = field(default_factory=list)  # (village_id, event_id)
     touched: set[int] = field(default_factory=set)
     callbacks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
-    def touch(self, *player_ids: int | None) -> None:
+    @property
+    def world_speed(self) -> float:
+        return self.settings.world_speed
+
+    def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
+        """A timed event, committed with this transaction; returns its id."""
+        event_id = self.ids.next_id()
+        self.events.append(NewEvent(kind, village_id, due_ms, dict(payload), id=event_id))
+        return event_id
+
+    async def cancel(self, event_id: int) -> bool:
+        """Cancel a pending durable event in this transaction; False if it already ran."""
+        deleted = await self.session.execute(
+            delete(ScheduledEvent)
+            .where(ScheduledEvent.id == event_id)
+            .returning(ScheduledEvent.village_id)
+        )
+        village_id = deleted.scalar_one_or_none()
+        if village_id is None:
+            return False
+        self.cancelled.append((village_id, event_id))
+        return True
+
+    def touch_players(self, player_ids: Iterable[int | None]) -> None:
         """These players' snapshots change too (e.g. the target of an attack)."""
         self.touched.update(p for p in player_ids if p is not None)
 
+    def touch(self, *player_ids: int | None) -> None:
+        self.touch_players(player_ids)
+
     def after_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
-        """Run ``callback`` once the transaction committed (e.g. add the event to the queue).
+        """Run ``callback`` once the transaction committed.
 
         A failing callback is logged and does not change the answer: the
-        committed rows are the truth and the reconciler repairs Redis.
+        committed rows are the truth.
         """
         self.callbacks.append(callback)
 
     async def own_village(self, village_id: int) -> None:
         """404 ``village_not_found`` unless the village exists and is the player's."""
-        found = await self.conn.execute(
+        found = await self.session.execute(
             select(Village.id).where(Village.id == village_id, Village.player_id == self.player_id)
         )
         if found.first() is None:
@@ -167,12 +213,15 @@ def command_handler(
         for attempt in range(_SQLITE_LOCK_RETRIES):
             now = app[CLOCK].now_ms()
             try:
-                async with engine.begin() as conn:
-                    ctx = CommandContext(conn, player_id, now, app[SETTINGS], app[REDIS], app[IDS])
+                async with app[SESSION_FACTORY]() as session, session.begin():
+                    ctx = CommandContext(session, player_id, now, app[SETTINGS], app[IDS])
                     result = await route.handler(ctx, player_id, body)
+                    events = await add_durable_events(
+                        session, ctx.events, clock=app[CLOCK], ids=app[IDS]
+                    )
                     if key:
                         await idempotency.store(
-                            conn, player_id, key, digest, route.status, result, now
+                            session, player_id, key, digest, route.status, result, now
                         )
                 break
             except rule_errors as exc:
@@ -187,17 +236,36 @@ def command_handler(
                 if not _is_sqlite_lock(exc) or attempt == _SQLITE_LOCK_RETRIES - 1:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
-        for callback in ctx.callbacks:
-            try:
-                await callback()
-            except Exception:
-                log.exception("after-commit callback of %s failed", full_path)
-        await bump_versions(
-            app[REDIS], app[SETTINGS].redis_prefix, {player_id, *ctx.touched}, app[CLOCK].now_ms()
-        )
+        await _after_commit(app, ctx, events, full_path)
         return respond(request, result, status=route.status)
 
     return handle
+
+
+async def _after_commit(
+    app: web.Application, ctx: CommandContext, events: list[Event], path: str
+) -> None:
+    """Index the new events, tidy cancelled ones, run callbacks, bump snapshot versions.
+
+    Failures here are logged, never answered: the commit is the truth and the
+    task server's reconciler indexes any event Redis missed.
+    """
+    queue = app[QUEUE]
+    try:
+        if events:
+            await queue.index(events)
+        for village_id, event_id in ctx.cancelled:
+            await queue.cancel(village_id, event_id)
+    except Exception:
+        log.exception("indexing the events of %s failed; the reconciler will", path)
+    for callback in ctx.callbacks:
+        try:
+            await callback()
+        except Exception:
+            log.exception("after-commit callback of %s failed", path)
+    await bump_versions(
+        app[REDIS], app[SETTINGS].redis_prefix, {ctx.player_id, *ctx.touched}, app[CLOCK].now_ms()
+    )
 
 
 def command_endpoints(game: str) -> list[Endpoint]:

@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 from sqlalchemy import insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from db.models import IdempotentResponse
 from webfront.codec import respond
@@ -78,7 +78,7 @@ async def lookup(engine: AsyncEngine, player_id: int, key: str) -> Stored | None
 
 
 async def store(
-    conn: AsyncConnection,
+    session: AsyncSession,
     player_id: int,
     key: str,
     digest: str,
@@ -86,7 +86,7 @@ async def store(
     body: dict[str, Any],
     now_ms: int,
 ) -> None:
-    await conn.execute(
+    await session.execute(
         insert(IdempotentResponse).values(
             player_id=player_id,
             key=key,

@@ -6,11 +6,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from redis.asyncio import Redis
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import Clock
 from common.ids import IdGenerator
 from common.settings import Settings
+from gameserver.queue import EventQueue
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.metrics import Metrics
@@ -29,3 +30,5 @@ SESSIONS = web.AppKey("sessions", SessionStore)
 LIMITER = web.AppKey("limiter", RateLimiter)
 HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
 IDS = web.AppKey("ids", IdGenerator)
+SESSION_FACTORY = web.AppKey("session_factory", async_sessionmaker[AsyncSession])
+QUEUE = web.AppKey("queue", EventQueue)

@@ -35,8 +35,10 @@ class SpendOut(Out):
 
 async def spend(ctx: CommandContext, player_id: int, body: SpendBody) -> dict[str, Any]:
     await ctx.own_village(body.village_id)
+    if body.wood == 666:  # a bug in game code: the API must answer 500 without details
+        raise RuntimeError("secret internals of the game")
     cost = body.wood * SCALE
-    result = await ctx.conn.execute(
+    result = await ctx.session.execute(
         update(VillageStock)
         .where(VillageStock.village_id == body.village_id, VillageStock.wood >= cost)
         .values(wood=VillageStock.wood - cost)
@@ -46,15 +48,17 @@ async def spend(ctx: CommandContext, player_id: int, body: SpendBody) -> dict[st
     if left is None:
         raise InsufficientResources("not enough wood", needed=body.wood)
     if body.notify_village_id is not None:
-        owner = await ctx.conn.execute(
+        owner = await ctx.session.execute(
             select(Village.player_id).where(Village.id == body.notify_village_id)
         )
-        ctx.touch(owner.scalar_one_or_none())
+        ctx.touch_players([owner.scalar_one_or_none()])
 
     async def record() -> None:
         AFTER_COMMIT_LOG.append(body.village_id)
 
     ctx.after_commit(record)
+    if body.wood == 13:  # an event, like a real command's: indexed in the queue after commit
+        ctx.schedule("test.noop", body.village_id, ctx.now_ms + 60_000, {"wood": 13})
     return {"village_id": body.village_id, "wood_left_fixed": left}
 
 

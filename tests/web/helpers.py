@@ -1,0 +1,83 @@
+"""Rows the web tests need that no API creates yet: reports, marches, stock changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from common.amounts import SCALE
+from db.models import March, Report, VillageStock
+
+_next_id = [10_000]
+
+
+def next_id() -> int:
+    _next_id[0] += 1
+    return _next_id[0]
+
+
+async def add_reports(
+    engine: AsyncEngine, player_id: int, count: int, start_ms: int = 1_700_000_000_000
+) -> list[int]:
+    ids = [next_id() for _ in range(count)]
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(Report),
+            [
+                {
+                    "id": rid,
+                    "player_id": player_id,
+                    "kind": "battle",
+                    "title": f"report {i}",
+                    "body": {"n": i},
+                    "created_ms": start_ms + i,
+                    "is_read": False,
+                }
+                for i, rid in enumerate(ids)
+            ],
+        )
+    return ids
+
+
+async def add_march(
+    engine: AsyncEngine, kind: str, origin: int, target: int, troops: dict[str, int], now: int
+) -> int:
+    march_id = next_id()
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(March).values(
+                id=march_id,
+                kind=kind,
+                origin_village_id=origin,
+                target_village_id=target,
+                troops=troops,
+                loot={},
+                depart_ms=now,
+                arrive_ms=now + 60_000,
+                event_id=next_id(),
+            )
+        )
+    return march_id
+
+
+async def wood_fixed(engine: AsyncEngine, village_id: int) -> int:
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            select(VillageStock.wood).where(VillageStock.village_id == village_id)
+        )
+        return int(found.scalar_one())
+
+
+async def set_wood(engine: AsyncEngine, village_id: int, units: int) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(VillageStock)
+            .where(VillageStock.village_id == village_id)
+            .values(wood=units * SCALE, warehouse_cap=max(units, 800) * SCALE)
+        )
+
+
+def json_body(**fields: Any) -> dict[str, Any]:
+    return fields
