@@ -158,7 +158,10 @@ def load_commands(game: str) -> tuple[list[CommandRoute[Any]], tuple[type[Except
         found = None
     if found is None:
         return [], ()
-    module = load_game_module(game, "commands")
+    try:
+        module = load_game_module(game, "commands")
+    except ImportError as exc:  # a broken game module: one clear line, not a traceback
+        raise ConfigError(f"GAME: cannot import {game}.commands: {exc}") from None
     routes = list(getattr(module, "ROUTES", []))
     errors = tuple(getattr(module, "RULE_ERRORS", ()))
     for route in routes:

@@ -1,11 +1,23 @@
-"""``webfront``: start one web server process."""
+"""``webfront``: run the web server, as one process or as ``--workers N`` sharing a port.
+
+Several processes: ``--workers N`` starts N worker processes that each bind the
+same port with ``SO_REUSEPORT``, so the kernel spreads connections over them
+(Linux). The parent checks Redis and the database once, then only supervises:
+it forwards SIGINT/SIGTERM, and if a worker dies on its own it stops the rest
+and exits with that worker's code. Separately started ``webfront --reuse-port``
+processes share a port the same way. Each worker has its own /metrics.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import errno
 import logging
+import multiprocessing
 import signal
+import sys
+from multiprocessing.connection import wait
+from types import FrameType
 
 import click
 from aiohttp import web
@@ -19,6 +31,8 @@ from db.migrate import require_current
 from webfront.app import create_app
 
 log = logging.getLogger("webfront")
+
+_STOP_GRACE_S = 10.0
 
 
 async def preflight(settings: Settings) -> None:
@@ -36,8 +50,11 @@ async def preflight(settings: Settings) -> None:
         await engine.dispose()
 
 
-async def serve(settings: Settings, host: str, port: int, reuse_port: bool) -> None:
-    await preflight(settings)
+async def serve(
+    settings: Settings, host: str, port: int, reuse_port: bool, check_first: bool = True
+) -> None:
+    if check_first:
+        await preflight(settings)
     runner = web.AppRunner(create_app(settings), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
@@ -58,21 +75,89 @@ async def serve(settings: Settings, host: str, port: int, reuse_port: bool) -> N
     await runner.cleanup()
 
 
-@click.command()
-@click.option("--host", default=None, help="bind address (default: WEB_HOST)")
-@click.option("--port", type=int, default=None, help="port (default: WEB_PORT)")
-@click.option("--reuse-port", is_flag=True, help="SO_REUSEPORT: several processes share a port")
-@click.option("--check", is_flag=True, help="check Redis and the database, then exit")
-def cli(host: str | None, port: int | None, reuse_port: bool, check: bool) -> int:
-    """Run a web server process of the game."""
+def _worker(host: str, port: int) -> None:
+    """One worker process (spawned: a fresh interpreter, no inherited event loop)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent relays a Ctrl-C as SIGTERM
 
     async def run() -> None:
         settings = load_settings()
         setup_logging(settings.log_level)
-        if check:
-            await preflight(settings)
-            click.echo("ok: Redis and the database are reachable and migrated")
-            return
+        await serve(settings, host, port, reuse_port=True, check_first=False)
+
+    sys.exit(run_async(run))
+
+
+def run_workers(host: str, port: int, workers: int) -> int:
+    """Start ``workers`` processes on one port and supervise them; return the exit code."""
+    spawn = multiprocessing.get_context("spawn")
+    procs = [
+        spawn.Process(target=_worker, args=(host, port), name=f"webfront-worker-{i}")
+        for i in range(workers)
+    ]
+    stopping = False
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for proc in procs:
+        proc.start()
+    log.info("started %d workers on %s:%d", workers, host, port)
+    code = 0
+    running = list(procs)
+    while running:
+        wait([p.sentinel for p in running])
+        for proc in [p for p in running if not p.is_alive()]:
+            running.remove(proc)
+            if not stopping:  # a worker died on its own: stop the others
+                code = proc.exitcode if proc.exitcode and proc.exitcode > 0 else 1
+                stop(signal.SIGTERM, None)
+    for proc in procs:
+        proc.join(_STOP_GRACE_S)
+        if proc.is_alive():
+            proc.kill()
+    return code
+
+
+@click.command()
+@click.option("--host", default=None, help="bind address (default: WEB_HOST)")
+@click.option("--port", type=int, default=None, help="port (default: WEB_PORT)")
+@click.option("--reuse-port", is_flag=True, help="SO_REUSEPORT: several processes share a port")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="worker processes sharing the port (SO_REUSEPORT)",
+)
+@click.option("--check", is_flag=True, help="check Redis and the database, then exit")
+def cli(host: str | None, port: int | None, reuse_port: bool, workers: int, check: bool) -> int:
+    """Run a web server process of the game."""
+    settings_holder: list[Settings] = []
+
+    async def checked() -> None:
+        settings = load_settings()
+        setup_logging(settings.log_level)
+        await preflight(settings)
+        settings_holder.append(settings)
+
+    if check:
+        run_async(checked)
+        click.echo("ok: Redis and the database are reachable and migrated")
+        return 0
+    if workers > 1:
+        run_async(checked)
+        settings = settings_holder[0]
+        sys.exit(run_workers(host or settings.web_host, port or settings.web_port, workers))
+
+    async def run() -> None:
+        settings = load_settings()
+        setup_logging(settings.log_level)
         await serve(settings, host or settings.web_host, port or settings.web_port, reuse_port)
 
     return run_async(run)
