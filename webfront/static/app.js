@@ -1,0 +1,629 @@
+/* The browser client: plain JavaScript, no build step, no framework.
+ *
+ * The server sends a snapshot (stocks with their rates, queues and marches with
+ * due times) only when something changed. Between snapshots this page moves
+ * the counters and countdowns itself, on the server's clock, so it can poll
+ * rarely and cheaply (If-None-Match → 304).
+ */
+'use strict';
+
+const POLL_MIN_MS = 1000;
+const POLL_MAX_MS = 15000;
+const FRAME_MS = 100; // counters and countdowns are redrawn at most this often
+const MAP_RADIUS = 4; // the map window is (2r+1)² cells around the village
+const RECALL_FRACTION = 0.5; // refgame/travel.py: recall while less than half the way is done
+const MS_PER_HOUR = 3600000;
+const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
+// The API has no "rules" endpoint, so the units one can train are the reference
+// game's (refgame/units.py); units a snapshot mentions are added to them.
+const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
+const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
+
+const state = {
+  loggedIn: false,
+  snap: null, // the last snapshot
+  etag: null,
+  villageId: null, // the village on screen
+  offset: 0, // server clock = Date.now() + offset
+  delay: POLL_MIN_MS,
+  quiet: 0, // unchanged polls since the last change or command: drives the back-off
+  timer: 0,
+  inflight: false,
+  again: false, // a poll was asked for while one was running
+  lastUnread: null, // the unread count the reports list was loaded for
+  unitsKey: '', // the units the troop inputs were built for (rebuilt only when it changes)
+  lastFrame: 0,
+  msgTimer: 0,
+};
+
+const $ = (selector) => document.querySelector(selector);
+const label = (name) => name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, ' ');
+const serverNow = () => Date.now() + state.offset;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/* Builds an element. Text is always added as text nodes, never as HTML, because
+ * player and village names are chosen by players. */
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'dataset') Object.assign(node.dataset, value);
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) node.append(child);
+  }
+  return node;
+}
+
+function setText(node, text) {
+  if (node && node.textContent !== text) node.textContent = text; // avoid needless layout work
+}
+
+function fmtDuration(ms) {
+  const s = Math.ceil(ms / 1000);
+  const pad = (n) => String(n).padStart(2, '0');
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return h ? `${h}:${pad(m)}:${pad(s % 60)}` : `${m}:${pad(s % 60)}`;
+}
+
+const fmtTime = (ms) => new Date(ms).toLocaleString();
+const place = (p) => `${p.name ?? 'abandoned village'} (${p.x}|${p.y})`;
+const troopText = (troops) =>
+  troops ? Object.entries(troops).map(([u, n]) => `${n} ${label(u)}`).join(', ') : 'unknown troops';
+
+/* ---- talking to the server ---------------------------------------------- */
+
+/* Ids are 64-bit integers: above 2^53 a JS number would round them and a
+ * recall would name another march. Unsafe integers are read as BigInt (with
+ * the reviver's source text) and written back digit for digit. */
+function parseJson(text) {
+  return JSON.parse(text, (key, value, context) =>
+    typeof value === 'number' && !Number.isSafeInteger(value) && context && /^-?\d+$/.test(context.source)
+      ? BigInt(context.source)
+      : value);
+}
+
+function toJson(body) {
+  return JSON.stringify(body, (key, value) =>
+    typeof value === 'bigint' ? (JSON.rawJSON ? JSON.rawJSON(String(value)) : Number(value)) : value);
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/* One request; a non-2xx answer becomes an ApiError carrying the server's message. */
+async function api(method, path, body, headers = {}) {
+  const init = { method, headers: { Accept: 'application/json', ...headers }, cache: 'no-store' };
+  if (method !== 'GET') {
+    init.headers['Content-Type'] = 'application/json'; // required on every POST (CSRF defence)
+    init.body = toJson(body ?? {});
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, 'network', 'The server cannot be reached; check the connection and retry.');
+  }
+  const text = await res.text();
+  let data = null;
+  try {
+    data = text ? parseJson(text) : null;
+  } catch {
+    // not JSON (a proxy's error page): the status alone is reported
+  }
+  if (!res.ok) {
+    if (res.status === 401 && state.loggedIn) loggedOut('Your session has ended; log in again.');
+    const error = data && data.error;
+    throw new ApiError(res.status, error?.code ?? `http_${res.status}`,
+      error?.message ?? `The server answered ${res.status}.`);
+  }
+  return data;
+}
+
+/* A game command. "events_pending" means one of the village's events is being
+ * applied right now: retrying a moment later is the documented cure. A network
+ * failure is retried once with the same Idempotency-Key, so nothing is paid twice. */
+async function command(path, body, okText, button) {
+  const key = `c${Date.now().toString(36)}${Math.random().toString(36).slice(2)}`;
+  if (button) button.disabled = true;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await api('POST', `/api/${path}`, body, { 'Idempotency-Key': key });
+        break;
+      } catch (error) {
+        const retry = error.code === 'events_pending' || (error.status === 0 && attempt === 0);
+        if (!retry || attempt >= 3) throw error;
+        await sleep(400 * (attempt + 1));
+      }
+    }
+    showMessage(okText, 'ok');
+    pollSoon(0); // the command changed the snapshot: fetch it now, back-off reset
+    return true;
+  } catch (error) {
+    showMessage(error.message);
+    return false;
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+/* Clock offset from GET /api/time: the server stamped its time somewhere within
+ * the round trip, best guess the midpoint, so the error is at most RTT/2 and the
+ * sample with the smallest RTT is kept. */
+async function syncClock(samples = 4) {
+  let bestRtt = Infinity;
+  for (let i = 0; i < samples; i++) {
+    const t0 = Date.now();
+    let data;
+    try {
+      data = await api('GET', '/api/time');
+    } catch {
+      return; // keep the old offset; the next resync will try again
+    }
+    const t1 = Date.now();
+    if (t1 - t0 < bestRtt) {
+      bestRtt = t1 - t0;
+      state.offset = data.server_time_ms - (t0 + t1) / 2;
+    }
+  }
+}
+
+/* ---- polling ------------------------------------------------------------- */
+
+function schedulePoll(ms) {
+  clearTimeout(state.timer);
+  if (!state.loggedIn || document.hidden) return; // a hidden tab does not poll; visibilitychange resumes
+  state.timer = setTimeout(poll, ms);
+}
+
+/* Something is expected to change (a command was sent, a countdown ended):
+ * poll soon and start the back-off again from the minimum. */
+function pollSoon(ms = 0) {
+  state.quiet = 0;
+  schedulePoll(ms);
+}
+
+async function poll() {
+  if (state.inflight) {
+    state.again = true;
+    return;
+  }
+  state.inflight = true;
+  let changed = false;
+  try {
+    const headers = { Accept: 'application/json' };
+    if (state.etag) headers['If-None-Match'] = state.etag; // → 304 after one Redis read
+    const res = await fetch('/api/snapshot', { headers, cache: 'no-store' });
+    if (res.status === 200) {
+      state.etag = res.headers.get('ETag');
+      applySnapshot(parseJson(await res.text()));
+      changed = true;
+    } else if (res.status === 401) {
+      loggedOut(state.snap ? 'Your session has ended; log in again.' : null);
+    } else if (res.status !== 304) {
+      let message = `The server answered ${res.status}; retrying.`;
+      try {
+        message = parseJson(await res.text()).error.message;
+      } catch {
+        // keep the generic message
+      }
+      showMessage(message);
+    }
+  } catch {
+    showMessage('The server cannot be reached; retrying.');
+  } finally {
+    state.inflight = false;
+  }
+  // Back-off: 1 s after a change, then 1, 2, 4, 8, 15 s while nothing changes.
+  state.quiet = changed || state.again ? 0 : state.quiet + 1;
+  state.delay = Math.min(POLL_MIN_MS * 2 ** Math.max(0, state.quiet - 1), POLL_MAX_MS);
+  schedulePoll(state.again ? 0 : state.delay);
+  state.again = false;
+}
+
+/* ---- rendering ------------------------------------------------------------ */
+
+function village() {
+  return state.snap?.villages.find((v) => String(v.id) === String(state.villageId)) ?? null;
+}
+
+/* The server's rule (common/amounts.py): max(0, min(cap, fixed + gain × dt)),
+ * in fixed-point units; players see whole units, rounded down. */
+function stockAt(stocks, resource, now) {
+  const r = stocks[resource];
+  const dt = Math.max(0, now - stocks.updated_ms);
+  const gainPerMs = (r.rate_per_hour * stocks.scale) / MS_PER_HOUR;
+  const fixed = Math.max(0, Math.min(r.cap * stocks.scale, r.fixed + gainPerMs * dt));
+  return Math.floor(fixed / stocks.scale);
+}
+
+function applySnapshot(snap) {
+  const firstOrMoved = !village() || !snap.villages.some((v) => String(v.id) === String(state.villageId));
+  state.snap = snap;
+  if (firstOrMoved) state.villageId = snap.villages[0]?.id ?? null;
+  $('#auth').hidden = true;
+  $('#game').hidden = false;
+  $('#who').hidden = false;
+  render();
+  if (firstOrMoved) loadMap();
+  if (snap.unread_reports !== state.lastUnread) {
+    state.lastUnread = snap.unread_reports; // a new report (or one was read): reload the list
+    loadReports();
+  }
+}
+
+function render() {
+  const snap = state.snap;
+  const v = village();
+  setText($('#player-name'), snap.name);
+  const select = $('#village-select');
+  select.hidden = $('#village-select-label').hidden = snap.villages.length < 2;
+  select.replaceChildren(...snap.villages.map((w) =>
+    el('option', { value: String(w.id), selected: String(w.id) === String(state.villageId) }, w.name)));
+  if (!v) {
+    setText($('#village-title'), 'No village');
+    return;
+  }
+  setText($('#village-title'), `${v.name} (${v.x}|${v.y})`);
+  renderResources(v);
+  renderBuildings(v);
+  renderTroops(v);
+  renderMarches(v);
+  frame(true);
+}
+
+function renderResources(v) {
+  $('#resources').replaceChildren(...RESOURCES.map((r) => {
+    const s = v.stocks[r];
+    const rate = s.rate_per_hour;
+    return el('div', { class: 'res', dataset: { res: r } },
+      el('span', { class: 'res-name' }, label(r)),
+      el('span', { class: 'amount', id: `res-${r}` }, String(s.units)),
+      el('span', { class: 'cap' }, ` / ${s.cap}`),
+      el('span', { class: rate < 0 ? 'rate negative' : 'rate' }, `${rate >= 0 ? '+' : ''}${rate}/h`));
+  }));
+}
+
+function renderBuildings(v) {
+  // The next level counts orders already queued for the same building.
+  const next = {};
+  for (const o of v.build_queue) next[o.kind] = Math.max(next[o.kind] ?? 0, o.target_level);
+  const kinds = Object.keys(v.buildings).sort((a, b) =>
+    (FIELDS.includes(b) - FIELDS.includes(a)) || a.localeCompare(b));
+  $('#buildings').replaceChildren(...kinds.map((kind) => {
+    const level = v.buildings[kind];
+    const target = Math.max(level, next[kind] ?? 0) + 1;
+    const button = el('button', {
+      type: 'button',
+      'aria-label': `${level ? 'Upgrade' : 'Build'} ${label(kind)} to level ${target}`,
+      onclick: () => command('build', { village_id: v.id, kind },
+        `${label(kind)}: level ${target} queued.`, button),
+    }, level ? `Upgrade to ${target}` : 'Build');
+    return el('tr', { dataset: { kind } },
+      el('th', { scope: 'row' }, label(kind)),
+      el('td', { class: 'level' }, String(level)),
+      el('td', {}, button));
+  }));
+  const now = serverNow();
+  $('#build-queue').replaceChildren(...(v.build_queue.length ? v.build_queue.map((o) =>
+    el('li', { dataset: { kind: o.kind } },
+      `${label(o.kind)} → level ${o.target_level}`,
+      o.started_ms > now ? el('span', { class: 'muted' }, ' (waiting)') : null,
+      el('span', { class: 'countdown', dataset: { due: o.done_ms } })))
+    : [el('li', { class: 'muted' }, 'Nothing is being built.')]));
+}
+
+function renderTroops(v) {
+  const units = [...new Set([...KNOWN_UNITS, ...Object.keys(v.troops)])];
+  const rows = units.filter((u) => v.troops[u]).map((u) =>
+    el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, label(u)), el('td', {}, String(v.troops[u]))));
+  for (const t of v.troops_away) {
+    rows.push(el('tr', { class: 'muted' }, el('th', { scope: 'row' }, `${label(t.unit)} (away in village ${t.village_id})`),
+      el('td', {}, String(t.count))));
+  }
+  for (const t of v.reinforcements) {
+    rows.push(el('tr', { class: 'muted' }, el('th', { scope: 'row' }, `${label(t.unit)} (from village ${t.village_id})`),
+      el('td', {}, String(t.count))));
+  }
+  $('#troops').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { class: 'muted' }, 'No troops at home.'))]));
+
+  // The forms keep what the player typed: they are rebuilt only when the set of units changes.
+  const key = units.join(',');
+  if (key !== state.unitsKey) {
+    state.unitsKey = key;
+    $('#train-unit').replaceChildren(...units.map((u) => el('option', { value: u }, label(u))));
+    $('#march-troops').replaceChildren(...units.map((u) => el('div', { class: 'troop-input' },
+      el('label', { for: `march-${u}` }, label(u), ' ', el('span', { class: 'muted', id: `home-${u}` })),
+      el('input', { id: `march-${u}`, type: 'number', min: 0, value: 0, dataset: { unit: u } }))));
+  }
+  for (const u of units) {
+    setText($(`#home-${u}`), `(${v.troops[u] ?? 0} home)`);
+    $(`#march-${u}`).max = v.troops[u] ?? 0;
+  }
+  const now = serverNow();
+  $('#training-queue').replaceChildren(...(v.training_queue.length ? v.training_queue.map((o) =>
+    el('li', {}, `${o.count} × ${label(o.unit)}`,
+      o.started_ms > now ? el('span', { class: 'muted' }, ' (waiting)') : null,
+      el('span', { class: 'countdown', dataset: { due: o.done_ms } })))
+    : [el('li', { class: 'muted' }, 'No training.')]));
+}
+
+function renderMarches(v) {
+  const now = serverNow();
+  const item = (m, outgoing) => {
+    const mine = m.troops !== null;
+    const where = outgoing ? `→ ${place(m.target)}` : `from ${place(m.origin)}`;
+    const hostile = !mine && (m.kind === 'attack' || m.kind === 'raid');
+    // recall is possible while less than half the travel time has passed
+    const until = m.depart_ms + (m.arrive_ms - m.depart_ms) * RECALL_FRACTION;
+    const recall = outgoing && mine && m.kind !== 'return' && now < until
+      ? el('button', {
+        type: 'button', class: 'small', dataset: { until }, 'aria-label': `Recall the ${m.kind} march`,
+        onclick: (ev) => command('recall', { march_id: m.id }, 'The troops turn back.', ev.currentTarget),
+      }, 'Recall')
+      : null;
+    return el('li', { class: hostile ? 'hostile' : null, dataset: { kind: m.kind } },
+      el('strong', {}, label(m.kind)), ` ${where} `,
+      el('span', { class: 'muted' }, troopText(m.troops)),
+      el('span', { class: 'countdown', dataset: { due: m.arrive_ms, doneText: 'arriving' } }),
+      recall);
+  };
+  const fill = (node, marches, outgoing, empty) => node.replaceChildren(...(marches.length
+    ? marches.map((m) => item(m, outgoing)) : [el('li', { class: 'muted' }, empty)]));
+  fill($('#marches-out'), v.marches_out, true, 'No troops on the way.');
+  fill($('#marches-in'), v.marches_in, false, 'Nothing is coming.');
+}
+
+/* Called every animation frame (paused by the browser in hidden tabs). */
+function frame(force = false) {
+  const wall = Date.now();
+  if (state.snap && (force === true || wall - state.lastFrame >= FRAME_MS)) {
+    state.lastFrame = wall;
+    const now = serverNow();
+    setText($('#clock'), new Date(now).toLocaleTimeString());
+    const v = village();
+    if (v) for (const r of RESOURCES) setText($(`#res-${r}`), String(stockAt(v.stocks, r, now)));
+    for (const node of document.querySelectorAll('[data-due]')) {
+      const left = Number(node.dataset.due) - now;
+      setText(node, left > 0 ? fmtDuration(left) : (node.dataset.doneText ?? 'done'));
+      if (left <= 0 && !node.dataset.fired) {
+        node.dataset.fired = '1';
+        pollSoon(250); // a moment for the task server to apply the event
+      }
+    }
+    for (const button of document.querySelectorAll('button[data-until]')) {
+      if (now >= Number(button.dataset.until)) button.disabled = true;
+    }
+  }
+  if (force !== true) requestAnimationFrame(frame);
+}
+
+/* ---- map and reports ------------------------------------------------------- */
+
+async function loadMap() {
+  const v = village();
+  if (!v) return;
+  try {
+    renderMap(await api('GET', `/api/map?x=${v.x}&y=${v.y}&radius=${MAP_RADIUS}`), v);
+  } catch (error) {
+    showMessage(error.message);
+  }
+}
+
+function renderMap(map, v) {
+  const at = new Map(map.villages.map((w) => [`${w.x},${w.y}`, w]));
+  const grid = $('#map');
+  grid.style.gridTemplateColumns = `repeat(${map.max_x - map.min_x + 1}, 1fr)`;
+  const cells = [];
+  for (let y = map.max_y; y >= map.min_y; y--) { // north (larger y) at the top
+    for (let x = map.min_x; x <= map.max_x; x++) {
+      const w = at.get(`${x},${y}`);
+      if (!w) {
+        cells.push(el('div', { class: 'cell', title: `(${x}|${y})` }));
+        continue;
+      }
+      const own = String(w.player_id) === String(state.snap.player_id);
+      const text = `${w.name} (${x}|${y}), ${w.player_name ?? 'no owner'}`;
+      cells.push(el('button', {
+        type: 'button', class: `cell village${own ? ' own' : ''}${x === v.x && y === v.y ? ' here' : ''}`,
+        title: text, 'aria-label': text, dataset: { x, y },
+        onclick: () => {
+          $('#march-x').value = x;
+          $('#march-y').value = y;
+          $('#march-kind').value = own ? 'reinforce' : 'attack';
+          showMessage(`Target: ${text}.`, 'ok');
+        },
+      }, (w.player_name ?? '?').charAt(0).toUpperCase()));
+    }
+  }
+  grid.replaceChildren(...cells);
+}
+
+async function loadReports() {
+  let data;
+  try {
+    data = await api('GET', '/api/reports?per_page=10');
+  } catch (error) {
+    showMessage(error.message);
+    return;
+  }
+  const badge = $('#unread');
+  badge.hidden = !data.unread;
+  setText(badge, `${data.unread} new`);
+  $('#reports').replaceChildren(...(data.reports.length ? data.reports.map((r) =>
+    el('li', { class: r.is_read ? null : 'unread' },
+      el('button', { type: 'button', class: 'link', onclick: () => openReport(r.id) },
+        r.is_read ? null : el('span', { class: 'dot', 'aria-label': 'unread' }, '● '),
+        r.title),
+      el('span', { class: 'muted' }, ` ${fmtTime(r.created_ms)}`)))
+    : [el('li', { class: 'muted' }, 'No reports yet.')]));
+}
+
+async function openReport(id) {
+  let report;
+  try {
+    report = await api('GET', `/api/reports/${id}`);
+  } catch (error) {
+    showMessage(error.message);
+    return;
+  }
+  pollSoon(0); // reading it changed the unread count
+  const box = $('#report-detail');
+  box.hidden = false;
+  box.replaceChildren(
+    el('h3', {}, report.title, ' ', el('button', { type: 'button', class: 'small', onclick: () => { box.hidden = true; } }, 'Close')),
+    el('p', { class: 'muted' }, fmtTime(report.created_ms)),
+    ...reportBody(report.body));
+}
+
+/* Battle and reinforcement reports of the reference game get tables; any other body is shown as JSON. */
+function reportBody(body) {
+  if (body.battle) {
+    const b = body.battle;
+    const units = [...new Set([...Object.keys(b.attackers), ...Object.keys(b.defenders)])];
+    const cell = (obj, u) => el('td', {}, String(obj[u] ?? 0));
+    const loot = Object.entries(body.loot ?? {}).map(([r, n]) => `${n} ${r}`).join(', ');
+    return [
+      el('p', {}, `${place(body.attacker)} ${b.kind === 'raid' ? 'raided' : 'attacked'} ${place(body.defender)}: `,
+        el('strong', {}, body.outcome === 'victory' ? 'victory' : 'defeat'), '.'),
+      el('table', { class: 'list' },
+        el('tr', {}, el('th', {}, 'Unit'), el('th', {}, 'Attackers'), el('th', {}, 'lost'),
+          el('th', {}, 'Defenders'), el('th', {}, 'lost')),
+        units.map((u) => el('tr', {}, el('th', { scope: 'row' }, label(u)),
+          cell(b.attackers, u), cell(b.attacker_losses, u), cell(b.defenders, u), cell(b.defender_losses, u)))),
+      el('p', {}, `Attack ${b.attack_power} against defense ${b.defense_power}, wall level ${b.wall_level}. Loot: ${loot || 'none'}.`),
+    ];
+  }
+  if (body.troops && body.sender) {
+    return [el('p', {}, `${troopText(body.troops)} from ${place(body.sender)} arrived at ${place(body.receiver)}.`)];
+  }
+  return [el('pre', {}, JSON.stringify(body, (k, v) => (typeof v === 'bigint' ? String(v) : v), 2))];
+}
+
+/* ---- messages, session, forms ------------------------------------------------ */
+
+function showMessage(text, kind = 'error') {
+  const box = $('#message');
+  box.className = `message ${kind}`;
+  box.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+  setText($('#message-text'), text);
+  box.hidden = false;
+  clearTimeout(state.msgTimer);
+  if (kind === 'ok') state.msgTimer = setTimeout(hideMessage, 4000);
+}
+
+function hideMessage() {
+  $('#message').hidden = true;
+}
+
+async function loggedIn() {
+  Object.assign(state, { loggedIn: true, snap: null, etag: null, villageId: null, lastUnread: null, unitsKey: '' });
+  $('#auth').hidden = true;
+  $('#report-detail').hidden = true;
+  await syncClock();
+  pollSoon(0);
+}
+
+function loggedOut(message) {
+  Object.assign(state, { loggedIn: false, snap: null, etag: null });
+  clearTimeout(state.timer);
+  $('#auth').hidden = false;
+  $('#game').hidden = true;
+  $('#who').hidden = true;
+  setText($('#clock'), '');
+  if (message) showMessage(message);
+}
+
+async function onAuthSubmit(event) {
+  event.preventDefault();
+  const mode = event.submitter?.value === 'register' ? 'register' : 'login';
+  const body = { name: $('#auth-name').value.trim(), password: $('#auth-password').value };
+  const buttons = event.target.querySelectorAll('button');
+  buttons.forEach((b) => { b.disabled = true; });
+  try {
+    await api('POST', `/api/${mode}`, body); // the session cookie is set by the answer
+    $('#auth-password').value = '';
+    hideMessage();
+    await loggedIn();
+  } catch (error) {
+    showMessage(error.message);
+  } finally {
+    buttons.forEach((b) => { b.disabled = false; });
+  }
+}
+
+function onTrain(event) {
+  event.preventDefault();
+  const v = village();
+  const unit = $('#train-unit').value;
+  const count = Number($('#train-count').value);
+  if (v) command('train', { village_id: v.id, unit, count }, `Training ${count} × ${label(unit)}.`, event.submitter);
+}
+
+async function onMarch(event) {
+  event.preventDefault();
+  const v = village();
+  const troops = {};
+  for (const input of document.querySelectorAll('#march-troops input')) {
+    const n = Number(input.value);
+    if (n > 0) troops[input.dataset.unit] = n;
+  }
+  if (!v) return;
+  if (!Object.keys(troops).length) {
+    showMessage('Choose how many troops to send.');
+    return;
+  }
+  const kind = $('#march-kind').value;
+  const body = { village_id: v.id, kind, x: Number($('#march-x').value), y: Number($('#march-y').value), troops };
+  if (await command('march', body, `${label(kind)} sent.`, event.submitter)) {
+    document.querySelectorAll('#march-troops input').forEach((input) => { input.value = 0; });
+  }
+}
+
+function start() {
+  $('#auth-form').addEventListener('submit', onAuthSubmit);
+  $('#train-form').addEventListener('submit', onTrain);
+  $('#march-form').addEventListener('submit', onMarch);
+  $('#map-refresh').addEventListener('click', loadMap);
+  $('#message-close').addEventListener('click', hideMessage);
+  $('#logout').addEventListener('click', async () => {
+    try {
+      await api('POST', '/api/logout', {});
+    } catch {
+      // the session may be gone already; the page logs out either way
+    }
+    loggedOut(null);
+  });
+  $('#village-select').addEventListener('change', (event) => {
+    state.villageId = event.target.value;
+    render();
+    loadMap();
+  });
+  // A hidden tab stops polling (schedulePoll); coming back, the clock may have
+  // drifted (sleep, NTP), so resync it and fetch what changed meanwhile.
+  document.addEventListener('visibilitychange', async () => {
+    if (document.hidden) {
+      clearTimeout(state.timer);
+    } else if (state.loggedIn) {
+      await syncClock();
+      pollSoon(0);
+    }
+  });
+  requestAnimationFrame(frame);
+  // The session cookie is HttpOnly, so the page cannot see it: a first poll
+  // tells whether we are logged in (snapshot) or not (401 → the login form).
+  state.loggedIn = true;
+  syncClock().then(() => pollSoon(0));
+}
+
+start();
