@@ -18,7 +18,8 @@ and rates, and the client interpolates ``min(cap, fixed + rate * dt) // scale``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -327,9 +328,38 @@ class SnapshotService:
     prefix: str
     cache_ttl_ms: int
 
+    # builds in progress in this process: concurrent polls of one version wait for one build
+    building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
+
     @property
     def version_prefix(self) -> str:
         return keys.version_prefix(self.prefix)
+
+    async def body(self, player_id: int, version: str, packed: bool) -> bytes:
+        """The encoded snapshot of ``version``: built once, cached in Redis for every process."""
+        key = (player_id, version, packed)
+        pending = self.building.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.building[key] = future
+        try:
+            async with self.engine.connect() as conn:
+                data = await build_snapshot(conn, player_id)
+            body = encode(data, packed)
+            await self.redis.set(
+                keys.snapshot(self.prefix, player_id, int(version), "m" if packed else "j"),
+                body,
+                px=self.cache_ttl_ms,
+            )
+            future.set_result(body)
+            return body
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters (if any) re-raise it themselves
+            raise
+        finally:
+            del self.building[key]
 
 
 SNAPSHOTS = web.AppKey("snapshots", SnapshotService)
@@ -379,14 +409,7 @@ async def snapshot(request: web.Request) -> web.Response:
         )
     body: bytes | None = reply[2] if len(reply) > 2 else None
     if body is None:
-        async with service.engine.connect() as conn:
-            data = await build_snapshot(conn, player_id)
-        body = encode(data, packed)
-        await service.redis.set(
-            keys.snapshot(prefix, player_id, int(version), "m" if packed else "j"),
-            body,
-            px=service.cache_ttl_ms,
-        )
+        body = await service.body(player_id, version, packed)
     return web.Response(
         body=with_field_first(body, packed, "server_time_ms", now),
         headers={
