@@ -330,10 +330,15 @@ class SnapshotService:
 
     # builds in progress in this process: concurrent polls of one version wait for one build
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
+    # key prefixes, computed once: the hot path only concatenates
+    session_prefix: str = field(init=False)
+    version_prefix: str = field(init=False)
+    snapshot_prefix: str = field(init=False)
 
-    @property
-    def version_prefix(self) -> str:
-        return keys.version_prefix(self.prefix)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "session_prefix", keys.session(self.prefix, ""))
+        object.__setattr__(self, "version_prefix", keys.version_prefix(self.prefix))
+        object.__setattr__(self, "snapshot_prefix", keys.snapshot_prefix(self.prefix))
 
     async def body(self, player_id: int, version: str, packed: bool) -> bytes:
         """The encoded snapshot of ``version``: built once, cached in Redis for every process."""
@@ -384,11 +389,10 @@ async def snapshot(request: web.Request) -> web.Response:
     digest = token_hash(token)
     held = held_version(headers.get("If-None-Match"))
     packed = wants_msgpack(request)
-    prefix = service.prefix
     reply = await service.fast.evalsha(
         _SCRIPT,
-        (keys.session(prefix, digest),),
-        (service.version_prefix, keys.snapshot_prefix(prefix), held, "m" if packed else "j"),
+        (service.session_prefix + digest,),
+        (service.version_prefix, service.snapshot_prefix, held, "m" if packed else "j"),
     )
     now = service.clock.now_ms()
     if reply:
@@ -400,7 +404,7 @@ async def snapshot(request: web.Request) -> web.Response:
     if player_id is None:
         raise unauthorized(_NO_SESSION)
     if version is None:
-        version = str(await read_version(service.redis, prefix, player_id, now))
+        version = str(await read_version(service.redis, service.prefix, player_id, now))
     etag = f'"{version}"'
     if held == version or held == "*":
         return web.Response(
