@@ -101,5 +101,86 @@ def tick(
     run_async(go)
 
 
+def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
+    try:
+        levels = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of connection counts") from None
+    if any(not 1 <= c <= 10_000 for c in levels):
+        raise click.BadParameter("connection counts are between 1 and 10000")
+    return levels
+
+
+@cli.command()
+@click.option("--players", type=click.IntRange(1, 20_000), default=200, show_default=True)
+@click.option(
+    "--connections", type=click.IntRange(1, 10_000), default=100, show_default=True,
+    help="concurrent connections of the main measurement",
+)  # fmt: skip
+@click.option(
+    "--sweep", default="10,50", show_default=True, callback=_levels,
+    help="more connection counts for the req/s-vs-concurrency plot ('' for none)",
+)  # fmt: skip
+@click.option("--duration", type=click.FloatRange(1, 3600), default=10, show_default=True,
+              help="seconds per phase at --connections")  # fmt: skip
+@click.option("--sweep-duration", type=click.FloatRange(1, 3600), default=5, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="web processes sharing the port (and as many bare ones)")  # fmt: skip
+@click.option(
+    "--db", type=click.Choice(["sqlite", "postgresql"]), default="sqlite", show_default=True
+)
+@click.option("--db-name", default="wgbench_web", show_default=True, help="bench-owned database")
+@click.option("--pg-admin-url", default=DEFAULT_PG_ADMIN_URL, show_default=True)
+@click.option("--redis-url", default="redis://127.0.0.1:6379/0", show_default=True)
+@click.option("--prefix", default="wgbench_web", show_default=True, help="bench Redis key prefix")
+@click.option("--url", default=None, help="an external web server instead of a bench one")
+@click.option(
+    "--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="session tokens of existing players, one per line (skips registration)",
+)  # fmt: skip
+@click.option(
+    "--save-tokens", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="write the registered players' tokens here (for --token-file next time)",
+)  # fmt: skip
+@click.option(
+    "--client", type=click.Choice(["auto", "wrk", "python"]), default="auto", show_default=True,
+    help="load generator: wrk if installed, else an aiohttp client process",
+)  # fmt: skip
+@click.option("--client-threads", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
+def web(
+    players: int,
+    connections: int,
+    sweep: list[int],
+    duration: float,
+    sweep_duration: float,
+    workers: int,
+    db: str,
+    db_name: str,
+    pg_admin_url: str,
+    redis_url: str,
+    prefix: str,
+    url: str | None,
+    token_file: Path | None,
+    save_tokens: Path | None,
+    client: str,
+    client_threads: int,
+    out: Path,
+) -> None:
+    """Snapshot polling (304 and full) and commands beside a bare aiohttp endpoint."""
+    from bench.web import web_bench
+
+    async def go() -> None:
+        await web_bench(
+            players=players, connections=connections, sweep=sweep, duration_s=duration,
+            sweep_duration_s=sweep_duration, workers=workers, db=db, db_name=db_name,
+            pg_admin_url=pg_admin_url, redis_url=redis_url, prefix=prefix, url=url,
+            token_file=token_file, save_tokens=save_tokens, client=client,
+            client_threads=client_threads, out=out,
+        )  # fmt: skip
+
+    run_async(go)
+
+
 def main() -> None:
     sys.exit(cli())

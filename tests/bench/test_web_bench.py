@@ -1,0 +1,104 @@
+"""Smoke tests of ``python -m bench web`` at tiny sizes: figures produced and sane, clear errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from bench.web import PHASES, Req, python_load, wrk_script
+from tests.conftest import TEST_REDIS_URL
+
+
+def test_web_bench_produces_sane_figures(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    tokens = tmp_path / "tokens.txt"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "web", "--players", "3", "--connections", "4",
+         "--sweep", "2", "--duration", "1", "--sweep-duration", "1", "--db", "sqlite",
+         "--db-name", f"wgbench_smoke_{tag}", "--prefix", f"wgbench_smoke_{tag}",
+         "--redis-url", TEST_REDIS_URL, "--save-tokens", str(tokens), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads((tmp_path / "web_sqlite.json").read_text())
+    assert figures["players"] == 3 and figures["connections"] == 4
+    assert figures["machine"]["cpu_count"] >= 1 and figures["machine"]["redis"]
+    results = figures["results"]
+    assert {(r["phase"], r["connections"]) for r in results} == {
+        (p, c) for p in PHASES for c in (2, 4)
+    }
+    for r in results:
+        assert r["requests"] > 0 and r["rps"] > 0, r
+        lat = r["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"], r
+        assert sum(r["statuses"].values()) == r["requests"], r
+    by_phase = {r["phase"]: r for r in results if r["connections"] == 4}
+    assert set(by_phase["bare"]["statuses"]) == {"200"}
+    assert set(by_phase["poll_304"]["statuses"]) == {"304"}  # the ETag path, not a full body
+    assert set(by_phase["full"]["statuses"]) == {"200"}
+    assert all(s.startswith(("2", "4")) for s in by_phase["commands"]["statuses"])
+    assert figures["ratios"]["poll_304_ratio"] > 0 and figures["ratios"]["full_ratio"] > 0
+    assert (tmp_path / "web_sqlite.png").stat().st_size > 1000
+    assert len(tokens.read_text().split()) == 3
+    assert "304/bare" in proc.stdout
+    assert not list(Path("var/bench").glob(f"wgbench_smoke_{tag}*"))  # the bench DB is gone
+
+
+def test_web_bench_against_an_unreachable_url_fails_clearly(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "web", "--url", f"http://127.0.0.1:{port}",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert f"--url: cannot reach http://127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_web_bench_refuses_a_prefix_it_does_not_own(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "web", "--prefix", "wg", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "starts with 'wgbench'" in proc.stderr
+
+
+async def test_python_load_generator_counts_answers_and_latencies() -> None:
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(status=304 if request.headers.get("If-None-Match") else 200)
+
+    app = web.Application()
+    app.router.add_get("/x", hello)
+    async with TestServer(app) as server:
+        spec = {
+            "url": str(server.make_url("/")),
+            "requests": [
+                {"method": "GET", "path": "/x", "headers": {}, "body": None},
+                {"method": "GET", "path": "/x", "headers": {"If-None-Match": '"1"'}, "body": None},
+            ],
+            "connections": 3,
+            "duration_s": 0.5,
+        }
+        figures = await python_load(spec)
+    assert figures["requests"] > 10
+    assert set(figures["statuses"]) == {"200", "304"}
+    assert sum(figures["statuses"].values()) == figures["requests"]
+    assert 0 < figures["latency_us"]["p50"] <= figures["latency_us"]["max"]
+
+
+def test_wrk_script_quotes_what_it_embeds() -> None:
+    script = wrk_script([Req("POST", "/api/build", {"X": "a]]b"}, '{"k": "]=]"}')])
+    assert "[=[a]]b]=]" in script  # a long bracket the text cannot close early
+    assert '[==[{"k": "]=]"}]==]' in script
+    assert script.count("reqs = {") == 1 and "function done" in script
