@@ -25,11 +25,12 @@ const state = {
   etag: null,
   villageId: null, // the village on screen
   offset: 0, // server clock = Date.now() + offset
-  delay: POLL_MIN_MS,
+  session: 0, // counts logins and logouts
   quiet: 0, // unchanged polls since the last change or command: drives the back-off
   timer: 0,
   inflight: false,
   again: false, // a poll was asked for while one was running
+  pollFailed: false, // the message on screen is a failed poll's
   lastUnread: null, // the unread count the reports list was loaded for
   unitsKey: '', // the units the troop inputs were built for (rebuilt only when it changes)
   lastFrame: 0,
@@ -52,9 +53,7 @@ function el(tag, props = {}, ...children) {
     else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? '' : value);
   }
-  for (const child of children.flat()) {
-    if (child !== null && child !== undefined && child !== false) node.append(child);
-  }
+  node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
   return node;
 }
 
@@ -92,27 +91,23 @@ function toJson(body) {
     typeof value === 'bigint' ? (JSON.rawJSON ? JSON.rawJSON(String(value)) : Number(value)) : value);
 }
 
-class ApiError extends Error {
-  constructor(status, code, message) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
+/* An error answer: HTTP status (0: no answer), the API's code and message. */
+const apiError = (status, code, message) => Object.assign(new Error(message), { status, code });
 
-/* One request; a non-2xx answer becomes an ApiError carrying the server's message. */
+/* One request; a non-2xx answer becomes an apiError carrying the server's message. */
 async function api(method, path, body, headers = {}) {
   const init = { method, headers: { Accept: 'application/json', ...headers }, cache: 'no-store' };
   if (method !== 'GET') {
     init.headers['Content-Type'] = 'application/json'; // required on every POST (CSRF defence)
     init.body = toJson(body ?? {});
   }
-  let res;
-  try {
-    res = await fetch(path, init);
-  } catch {
-    throw new ApiError(0, 'network', 'The server cannot be reached; check the connection and retry.');
-  }
+  const res = await fetch(path, init).catch(() => null);
+  if (!res) throw apiError(0, 'network', 'The server cannot be reached; check the connection and retry.');
+  return readAnswer(res);
+}
+
+/* The JSON of a 2xx answer; otherwise an apiError with the server's message. */
+async function readAnswer(res) {
   const text = await res.text();
   let data = null;
   try {
@@ -120,13 +115,11 @@ async function api(method, path, body, headers = {}) {
   } catch {
     // not JSON (a proxy's error page): the status alone is reported
   }
-  if (!res.ok) {
-    if (res.status === 401 && state.loggedIn) loggedOut('Your session has ended; log in again.');
-    const error = data && data.error;
-    throw new ApiError(res.status, error?.code ?? `http_${res.status}`,
-      error?.message ?? `The server answered ${res.status}.`);
-  }
-  return data;
+  if (res.ok) return data;
+  // 401: the session expired or was revoked (at start-up: there was none, say nothing)
+  if (res.status === 401 && state.loggedIn) loggedOut(state.snap ? 'Your session has ended; log in again.' : null);
+  throw apiError(res.status, data?.error?.code ?? `http_${res.status}`,
+    data?.error?.message ?? `The server answered ${res.status}.`);
 }
 
 /* A game command. "events_pending" means one of the village's events is being
@@ -164,12 +157,8 @@ async function syncClock(samples = 4) {
   let bestRtt = Infinity;
   for (let i = 0; i < samples; i++) {
     const t0 = Date.now();
-    let data;
-    try {
-      data = await api('GET', '/api/time');
-    } catch {
-      return; // keep the old offset; the next resync will try again
-    }
+    const data = await api('GET', '/api/time').catch(() => null);
+    if (!data) return; // keep the old offset; the next resync tries again
     const t1 = Date.now();
     if (t1 - t0 < bestRtt) {
       bestRtt = t1 - t0;
@@ -199,35 +188,33 @@ async function poll() {
     return;
   }
   state.inflight = true;
+  const session = state.session; // a logout or login meanwhile makes this answer stale
   let changed = false;
   try {
     const headers = { Accept: 'application/json' };
     if (state.etag) headers['If-None-Match'] = state.etag; // → 304 after one Redis read
     const res = await fetch('/api/snapshot', { headers, cache: 'no-store' });
-    if (res.status === 200) {
-      state.etag = res.headers.get('ETag');
-      applySnapshot(parseJson(await res.text()));
-      changed = true;
-    } else if (res.status === 401) {
-      loggedOut(state.snap ? 'Your session has ended; log in again.' : null);
-    } else if (res.status !== 304) {
-      let message = `The server answered ${res.status}; retrying.`;
-      try {
-        message = parseJson(await res.text()).error.message;
-      } catch {
-        // keep the generic message
+    if (res.status !== 304) {
+      const snap = await readAnswer(res);
+      if (session === state.session) {
+        state.etag = res.headers.get('ETag');
+        applySnapshot(snap);
+        changed = true;
       }
-      showMessage(message);
     }
-  } catch {
-    showMessage('The server cannot be reached; retrying.');
+    if (state.pollFailed) hideMessage();
+    state.pollFailed = false;
+  } catch (error) {
+    if (state.loggedIn) {
+      showMessage('status' in error ? error.message : 'The server cannot be reached; retrying.');
+      state.pollFailed = true;
+    }
   } finally {
     state.inflight = false;
   }
   // Back-off: 1 s after a change, then 1, 2, 4, 8, 15 s while nothing changes.
   state.quiet = changed || state.again ? 0 : state.quiet + 1;
-  state.delay = Math.min(POLL_MIN_MS * 2 ** Math.max(0, state.quiet - 1), POLL_MAX_MS);
-  schedulePoll(state.again ? 0 : state.delay);
+  schedulePoll(state.again ? 0 : Math.min(POLL_MIN_MS * 2 ** Math.max(0, state.quiet - 1), POLL_MAX_MS));
   state.again = false;
 }
 
@@ -251,9 +238,7 @@ function applySnapshot(snap) {
   const firstOrMoved = !village() || !snap.villages.some((v) => String(v.id) === String(state.villageId));
   state.snap = snap;
   if (firstOrMoved) state.villageId = snap.villages[0]?.id ?? null;
-  $('#auth').hidden = true;
-  $('#game').hidden = false;
-  $('#who').hidden = false;
+  showGame(true);
   render();
   if (firstOrMoved) loadMap();
   if (snap.unread_reports !== state.lastUnread) {
@@ -327,14 +312,9 @@ function renderTroops(v) {
   const units = [...new Set([...KNOWN_UNITS, ...Object.keys(v.troops)])];
   const rows = units.filter((u) => v.troops[u]).map((u) =>
     el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, label(u)), el('td', {}, String(v.troops[u]))));
-  for (const t of v.troops_away) {
-    rows.push(el('tr', { class: 'muted' }, el('th', { scope: 'row' }, `${label(t.unit)} (away in village ${t.village_id})`),
-      el('td', {}, String(t.count))));
-  }
-  for (const t of v.reinforcements) {
-    rows.push(el('tr', { class: 'muted' }, el('th', { scope: 'row' }, `${label(t.unit)} (from village ${t.village_id})`),
-      el('td', {}, String(t.count))));
-  }
+  const other = (t, where) => el('tr', { class: 'muted' },
+    el('th', { scope: 'row' }, `${label(t.unit)} (${where} village ${t.village_id})`), el('td', {}, String(t.count)));
+  rows.push(...v.troops_away.map((t) => other(t, 'away in')), ...v.reinforcements.map((t) => other(t, 'from')));
   $('#troops').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { class: 'muted' }, 'No troops at home.'))]));
 
   // The forms keep what the player typed: they are rebuilt only when the set of units changes.
@@ -358,15 +338,35 @@ function renderTroops(v) {
     : [el('li', { class: 'muted' }, 'No training.')]));
 }
 
+/* The game keeps a march's origin as its home, also on the way back ("return"):
+ * a return march from this village is troops coming home, and one to this
+ * village is another player's troops leaving it, which is not shown. Sorting
+ * by ids, not by the list a march came in, keeps this right either way. */
 function renderMarches(v) {
   const now = serverNow();
-  const item = (m, outgoing) => {
-    const mine = m.troops !== null;
-    const where = outgoing ? `→ ${place(m.target)}` : `from ${place(m.origin)}`;
-    const hostile = !mine && (m.kind === 'attack' || m.kind === 'raid');
+  const here = (p) => String(p.id) === String(v.id);
+  const seen = new Set();
+  const out = [];
+  const incoming = [];
+  for (const m of [...v.marches_out, ...v.marches_in]) {
+    if (seen.has(String(m.id))) continue;
+    seen.add(String(m.id));
+    if (m.kind === 'return') {
+      if (here(m.origin)) incoming.push(m);
+    } else if (here(m.origin)) {
+      out.push(m);
+    } else if (here(m.target)) {
+      incoming.push(m);
+    }
+  }
+  const byArrival = (a, b) => a.arrive_ms - b.arrive_ms;
+  const item = (m) => {
+    const outgoing = m.kind !== 'return' && here(m.origin);
+    const where = m.kind === 'return' ? `from ${place(m.target)}` : outgoing ? `→ ${place(m.target)}` : `from ${place(m.origin)}`;
+    const hostile = !here(m.origin) && (m.kind === 'attack' || m.kind === 'raid');
     // recall is possible while less than half the travel time has passed
     const until = m.depart_ms + (m.arrive_ms - m.depart_ms) * RECALL_FRACTION;
-    const recall = outgoing && mine && m.kind !== 'return' && now < until
+    const recall = outgoing && now < until
       ? el('button', {
         type: 'button', class: 'small', dataset: { until }, 'aria-label': `Recall the ${m.kind} march`,
         onclick: (ev) => command('recall', { march_id: m.id }, 'The troops turn back.', ev.currentTarget),
@@ -374,14 +374,14 @@ function renderMarches(v) {
       : null;
     return el('li', { class: hostile ? 'hostile' : null, dataset: { kind: m.kind } },
       el('strong', {}, label(m.kind)), ` ${where} `,
-      el('span', { class: 'muted' }, troopText(m.troops)),
+      el('span', { class: 'muted' }, m.troops ? troopText(m.troops) : ''),
       el('span', { class: 'countdown', dataset: { due: m.arrive_ms, doneText: 'arriving' } }),
       recall);
   };
-  const fill = (node, marches, outgoing, empty) => node.replaceChildren(...(marches.length
-    ? marches.map((m) => item(m, outgoing)) : [el('li', { class: 'muted' }, empty)]));
-  fill($('#marches-out'), v.marches_out, true, 'No troops on the way.');
-  fill($('#marches-in'), v.marches_in, false, 'Nothing is coming.');
+  const fill = (node, marches, empty) => node.replaceChildren(...(marches.length
+    ? marches.sort(byArrival).map(item) : [el('li', { class: 'muted' }, empty)]));
+  fill($('#marches-out'), out, 'No troops on the way.');
+  fill($('#marches-in'), incoming, 'Nothing is coming.');
 }
 
 /* Called every animation frame (paused by the browser in hidden tabs). */
@@ -413,11 +413,8 @@ function frame(force = false) {
 async function loadMap() {
   const v = village();
   if (!v) return;
-  try {
-    renderMap(await api('GET', `/api/map?x=${v.x}&y=${v.y}&radius=${MAP_RADIUS}`), v);
-  } catch (error) {
-    showMessage(error.message);
-  }
+  const map = await api('GET', `/api/map?x=${v.x}&y=${v.y}&radius=${MAP_RADIUS}`).catch(failed);
+  if (map) renderMap(map, v);
 }
 
 function renderMap(map, v) {
@@ -450,13 +447,8 @@ function renderMap(map, v) {
 }
 
 async function loadReports() {
-  let data;
-  try {
-    data = await api('GET', '/api/reports?per_page=10');
-  } catch (error) {
-    showMessage(error.message);
-    return;
-  }
+  const data = await api('GET', '/api/reports?per_page=10').catch(failed);
+  if (!data) return;
   const badge = $('#unread');
   badge.hidden = !data.unread;
   setText(badge, `${data.unread} new`);
@@ -470,13 +462,8 @@ async function loadReports() {
 }
 
 async function openReport(id) {
-  let report;
-  try {
-    report = await api('GET', `/api/reports/${id}`);
-  } catch (error) {
-    showMessage(error.message);
-    return;
-  }
+  const report = await api('GET', `/api/reports/${id}`).catch(failed);
+  if (!report) return;
   pollSoon(0); // reading it changed the unread count
   const box = $('#report-detail');
   box.hidden = false;
@@ -496,11 +483,11 @@ function reportBody(body) {
     return [
       el('p', {}, `${place(body.attacker)} ${b.kind === 'raid' ? 'raided' : 'attacked'} ${place(body.defender)}: `,
         el('strong', {}, body.outcome === 'victory' ? 'victory' : 'defeat'), '.'),
-      el('table', { class: 'list' },
+      el('div', { class: 'scroll' }, el('table', { class: 'list' },
         el('tr', {}, el('th', {}, 'Unit'), el('th', {}, 'Attackers'), el('th', {}, 'lost'),
           el('th', {}, 'Defenders'), el('th', {}, 'lost')),
         units.map((u) => el('tr', {}, el('th', { scope: 'row' }, label(u)),
-          cell(b.attackers, u), cell(b.attacker_losses, u), cell(b.defenders, u), cell(b.defender_losses, u)))),
+          cell(b.attackers, u), cell(b.attacker_losses, u), cell(b.defenders, u), cell(b.defender_losses, u))))),
       el('p', {}, `Attack ${b.attack_power} against defense ${b.defense_power}, wall level ${b.wall_level}. Loot: ${loot || 'none'}.`),
     ];
   }
@@ -526,20 +513,31 @@ function hideMessage() {
   $('#message').hidden = true;
 }
 
+/* For .catch(): show the API's message, answer null. */
+function failed(error) {
+  showMessage(error.message);
+  return null;
+}
+
+/* The game shows up with the first snapshot; the login form when logged out. */
+function showGame(on) {
+  $('#auth').hidden = on;
+  $('#game').hidden = $('#who').hidden = !on;
+}
+
 async function loggedIn() {
   Object.assign(state, { loggedIn: true, snap: null, etag: null, villageId: null, lastUnread: null, unitsKey: '' });
-  $('#auth').hidden = true;
-  $('#report-detail').hidden = true;
+  state.session++;
+  $('#auth').hidden = $('#report-detail').hidden = true;
   await syncClock();
   pollSoon(0);
 }
 
 function loggedOut(message) {
   Object.assign(state, { loggedIn: false, snap: null, etag: null });
+  state.session++;
   clearTimeout(state.timer);
-  $('#auth').hidden = false;
-  $('#game').hidden = true;
-  $('#who').hidden = true;
+  showGame(false);
   setText($('#clock'), '');
   if (message) showMessage(message);
 }
@@ -597,11 +595,7 @@ function start() {
   $('#map-refresh').addEventListener('click', loadMap);
   $('#message-close').addEventListener('click', hideMessage);
   $('#logout').addEventListener('click', async () => {
-    try {
-      await api('POST', '/api/logout', {});
-    } catch {
-      // the session may be gone already; the page logs out either way
-    }
+    await api('POST', '/api/logout', {}).catch(() => null); // gone already? logged out either way
     loggedOut(null);
   });
   $('#village-select').addEventListener('change', (event) => {

@@ -1,0 +1,350 @@
+"""The browser client, played in Debian's Chromium against the real stack.
+
+The web server (``webfront``) and the task server (``gameserver``) run as
+subprocesses on a fresh SQLite world and the test Redis, at a high world speed
+so builds and marches take seconds. Two players: alice registers in the
+browser, bob through the API (then logs in in a second browser context).
+The test prepares two things directly in the database: bob's village is moved
+three fields from alice's (a short march) and alice is sure to have
+legionnaires. Everything else goes through the page: counters move, a build
+counts down and completes, training, an error message, an attack and a
+recalled raid with countdowns, the incoming attack on bob's side, the battle
+reports, logout. Screenshots go to ``artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from redis import Redis
+from sqlalchemy.engine import make_url
+
+from common.snapshot_versions import version_key
+from tests.conftest import TEST_REDIS_URL
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts" / "browser"
+WORLD_SPEED = 200  # a woodcutter upgrade takes ~3 s, a march of 3 fields 9 s
+MAP_RADIUS = 10
+WAIT_MS = 60_000  # the bound of every wait for the page
+PASSWORD = "browser test password"
+
+
+@dataclass(frozen=True)
+class Stack:
+    url: str
+    db_path: Path
+    redis_prefix: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _wait_healthy(url: str, web: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if web.poll() is not None:
+            pytest.fail(f"webfront exited with {web.returncode}:\n{_tail(log)}")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"webfront did not become healthy within 30 s:\n{_tail(log)}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
+    """webfront and gameserver as subprocesses on a fresh SQLite world and the test Redis."""
+    port = _free_port()
+    bin_dir = Path(sys.executable).parent
+    for script in ("webfront", "gameserver"):
+        if not (bin_dir / script).exists():
+            pytest.fail(f"{bin_dir / script} is missing: install the project (pip install -e .)")
+    env = {
+        **os.environ,
+        "DATABASE_URL": sqlite_url,
+        "REDIS_URL": TEST_REDIS_URL,
+        "REDIS_PREFIX": redis_prefix,
+        "WORLD_SPEED": str(WORLD_SPEED),
+        "MAP_RADIUS": str(MAP_RADIUS),
+        "WEB_HOST": "127.0.0.1",
+        "WEB_PORT": str(port),
+        "GAMESERVER_METRICS_PORT": "0",
+        "GAME": "refgame",
+        # the repository first, so its packages win over a stale editable install
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        ),
+    }
+    logs = {name: tmp_path / f"{name}.log" for name in ("webfront", "gameserver")}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, log in logs.items():
+            with log.open("wb") as out:
+                procs.append(
+                    subprocess.Popen(
+                        [str(bin_dir / name)], env=env, cwd=REPO, stdout=out, stderr=out
+                    )
+                )
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, procs[0], logs["webfront"])
+        yield Stack(url, Path(make_url(sqlite_url).database or ""), redis_prefix)
+        for proc, (name, log) in zip(procs, logs.items(), strict=True):
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited early with {proc.returncode}:\n{_tail(log)}")
+    finally:
+        for proc in procs:
+            _stop(proc)
+        for name, log in logs.items():  # pytest shows this output when the test failed
+            print(f"---- {name} log (last lines) ----\n{_tail(log, 60)}")
+        client = Redis.from_url(TEST_REDIS_URL)
+        for key in client.scan_iter(match=f"{redis_prefix}:*", count=1000):
+            client.delete(key)
+        client.close()
+
+
+def register(url: str, name: str) -> dict[str, int]:
+    request = urllib.request.Request(
+        f"{url}/api/register",
+        data=json.dumps({"name": name, "password": PASSWORD}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        body: dict[str, int] = json.loads(answer.read())
+    return body
+
+
+def player_id(stack: Stack, name: str) -> int:
+    with sqlite3.connect(stack.db_path, timeout=10) as db:
+        row = db.execute("SELECT id FROM players WHERE name = ?", (name,)).fetchone()
+    assert row is not None, f"no player {name!r} in the database"
+    return int(row[0])
+
+
+def place_next_to(
+    stack: Stack, village_id: int, near_player: int, distance: int
+) -> tuple[int, int]:
+    """Move ``village_id`` to a free spot ``distance`` fields from ``near_player``'s village."""
+    with sqlite3.connect(stack.db_path, timeout=10) as db:
+        ax, ay = db.execute(
+            "SELECT x, y FROM villages WHERE player_id = ?", (near_player,)
+        ).fetchone()
+        taken = set(db.execute("SELECT x, y FROM villages").fetchall())
+        for dx, dy in ((distance, 0), (-distance, 0), (0, distance), (0, -distance)):
+            x, y = ax + dx, ay + dy
+            if abs(x) <= MAP_RADIUS and abs(y) <= MAP_RADIUS and (x, y) not in taken:
+                db.execute("UPDATE villages SET x = ?, y = ? WHERE id = ?", (x, y, village_id))
+                return x, y
+    raise AssertionError(f"no free spot {distance} fields from ({ax}|{ay})")
+
+
+def ensure_troops(stack: Stack, player_id: int, unit: str, count: int) -> None:
+    """Give the player's village ``count`` of ``unit`` at home unless it has them already."""
+    with sqlite3.connect(stack.db_path, timeout=10) as db:
+        (village_id,) = db.execute(
+            "SELECT id FROM villages WHERE player_id = ?", (player_id,)
+        ).fetchone()
+        row = db.execute(
+            "SELECT count FROM troops WHERE village_id = ? AND home_village_id = ? AND unit = ?",
+            (village_id, village_id, unit),
+        ).fetchone()
+        if row and row[0] >= count:
+            return
+        db.execute(
+            "INSERT INTO troops (village_id, home_village_id, unit, count) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (village_id, home_village_id, unit) DO UPDATE SET count = excluded.count",
+            (village_id, village_id, unit, count),
+        )
+    client = Redis.from_url(TEST_REDIS_URL)  # the page must see the change: bump the version
+    client.incr(version_key(stack.redis_prefix, player_id))
+    client.close()
+
+
+COUNTDOWN = re.compile(r"^\d+:\d\d$")
+
+
+def new_page(browser: Browser, errors: list[str]) -> Page:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page
+
+
+def test_two_players_play_in_chromium(stack: Stack) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"Debian's Chromium is missing at {CHROMIUM}: apt-get install chromium "
+            "(scripts/ensure-services.sh does); the test never downloads a browser"
+        )
+    bob = register(stack.url, "bob")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=WAIT_MS)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            play(browser, stack, bob, errors)
+        finally:
+            browser.close()
+    assert errors == [], f"JavaScript errors in the page: {errors}"
+
+
+def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str]) -> None:
+    page = new_page(browser, errors)
+    page.goto(stack.url)
+
+    # register in the page
+    page.get_by_label("Name", exact=True).fill("alice")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_role("button", name="Register").click()
+    expect(page.locator("#village-title")).to_contain_text("alice's village")
+    expect(page.locator("#player-name")).to_have_text("alice")
+
+    # the counters move between polls, below their caps
+    wood = page.locator("#res-wood")
+    start = int(wood.inner_text())
+    expect(wood).not_to_have_text(str(start))
+    assert int(wood.inner_text()) > start
+    expect(page.locator(".res[data-res=wood] .cap")).to_have_text(re.compile(r"^ / \d+$"))
+    expect(page.locator(".res[data-res=crop] .rate")).to_have_text(re.compile(r"^[+-]\d+/h$"))
+
+    # build: a countdown in the queue, then the level goes up
+    field = page.locator("#buildings tr[data-kind=woodcutter]")
+    level = int(field.locator(".level").inner_text())
+    field.get_by_role("button", name=f"Upgrade Woodcutter to level {level + 1}").click()
+    order = page.locator("#build-queue li[data-kind=woodcutter]")
+    expect(order).to_contain_text(f"level {level + 1}")
+    expect(order.locator(".countdown")).to_have_text(COUNTDOWN)
+    expect(field.locator(".level")).to_have_text(str(level + 1))
+    expect(order).to_have_count(0)
+
+    # an error of the API is shown with its message; a good order gets a countdown
+    page.select_option("#train-unit", "legionnaire")
+    page.fill("#train-count", "10000")
+    page.locator("#train-form").get_by_role("button", name="Train").click()
+    expect(page.locator("#message.error")).to_contain_text("not enough resources")
+    page.fill("#train-count", "1")
+    page.locator("#train-form").get_by_role("button", name="Train").click()
+    expect(page.locator("#message.ok")).to_contain_text("Training 1")
+    expect(page.locator("#training-queue li .countdown")).to_have_text(COUNTDOWN)
+
+    # prepare the fight in the database: bob three fields away, alice with legionnaires
+    alice_id = player_id(stack, "alice")
+    ensure_troops(stack, alice_id, "legionnaire", 10)
+    bx, by = place_next_to(stack, bob["village_id"], alice_id, 3)
+    expect(page.locator("#home-legionnaire")).to_have_text(re.compile(r"^\(\d{2,} home\)$"))
+
+    # a click on bob's village in the map fills the target; attack with 5 legionnaires
+    page.get_by_role("button", name="Refresh map").click()
+    page.locator(f'#map button[data-x="{bx}"][data-y="{by}"]').click()
+    expect(page.locator("#march-x")).to_have_value(str(bx))
+    expect(page.locator("#march-y")).to_have_value(str(by))
+    expect(page.locator("#march-kind")).to_have_value("attack")
+    page.fill("#march-legionnaire", "5")
+    page.get_by_role("button", name="Send").click()
+    attack = page.locator("#marches-out li[data-kind=attack]")
+    expect(attack).to_contain_text("bob's village")
+    expect(attack.locator(".countdown")).to_have_text(COUNTDOWN)
+
+    # a raid, recalled on its way: the troops come home (the recall names a 64-bit march id)
+    home = page.locator("#home-legionnaire")
+    at_home = int(re.sub(r"\D", "", home.inner_text()))
+    page.select_option("#march-kind", "raid")
+    page.fill("#march-legionnaire", "2")
+    page.get_by_role("button", name="Send").click()
+    raid = page.locator("#marches-out li[data-kind=raid]")
+    expect(raid.locator(".countdown")).to_have_text(COUNTDOWN)
+    expect(home).to_have_text(f"({at_home - 2} home)")
+    page.wait_for_timeout(2000)  # on the way for 2 s (of 9), so the way back takes 2 s too
+    raid.get_by_role("button", name="Recall the raid march").click()
+    expect(page.locator("#message.ok")).to_contain_text("turn back")
+    expect(raid).to_have_count(0)
+    back = page.locator("#marches-in li[data-kind=return]")
+    expect(back).to_contain_text("from bob's village")
+    expect(back.locator(".countdown")).to_have_text(COUNTDOWN)
+    expect(back).to_have_count(0)
+    expect(home).to_have_text(f"({at_home} home)")
+
+    # bob logs in in a second browser context and sees the attack coming
+    bob_page = new_page(browser, errors)
+    bob_page.goto(stack.url)
+    bob_page.get_by_label("Name", exact=True).fill("bob")
+    bob_page.get_by_label("Password", exact=True).fill(PASSWORD)
+    bob_page.get_by_role("button", name="Log in").click()
+    expect(bob_page.locator("#village-title")).to_contain_text(f"({bx}|{by})")
+    incoming = bob_page.locator("#marches-in li.hostile[data-kind=attack]")
+    expect(incoming).to_contain_text("alice's village")
+    page.screenshot(path=str(ARTIFACTS / "alice-marching.png"), full_page=True)
+    bob_page.screenshot(path=str(ARTIFACTS / "bob-incoming.png"), full_page=True)
+
+    # after the arrival both get a battle report, unread first; alice opens hers
+    report = page.locator("#reports li.unread", has_text="Attack")
+    expect(report).to_have_count(1)
+    expect(page.locator("#unread")).to_have_text("1 new")
+    expect(attack).to_have_count(0)
+    report.get_by_role("button").click()
+    detail = page.locator("#report-detail")
+    expect(detail).to_contain_text("attacked bob's village")
+    expect(detail.locator("table")).to_contain_text("Legionnaire")
+    expect(page.locator("#reports li.unread")).to_have_count(0)
+    expect(page.locator("#unread")).to_be_hidden()
+    expect(bob_page.locator("#reports li.unread")).to_contain_text("Attack")
+
+    page.screenshot(path=str(ARTIFACTS / "alice.png"), full_page=True)
+    bob_page.screenshot(path=str(ARTIFACTS / "bob.png"), full_page=True)
+
+    # log out: back to the form, and the session is gone
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_role("button", name="Log in")).to_be_visible()
+    page.reload()
+    expect(page.get_by_role("button", name="Log in")).to_be_visible()
+    expect(page.locator("#game")).to_be_hidden()
