@@ -150,7 +150,9 @@ async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any
         .where(Report.player_id == player_id, Report.is_read == false())
         .scalar_subquery()
     )
-    head = (await conn.execute(select(Player.name, unread).where(Player.id == player_id))).one()
+    head = (await conn.execute(select(Player.name, unread).where(Player.id == player_id))).first()
+    if head is None:  # the player was deleted while a cached session outlived them
+        raise unauthorized("this player no longer exists")
     s = VillageStock
     rows = (
         await conn.execute(

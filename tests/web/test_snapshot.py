@@ -168,3 +168,18 @@ def test_held_version_parsing() -> None:
 
 def test_version_prefix_completes_to_the_version_key() -> None:
     assert keys.version_prefix("wg") + "17" == version_key("wg", 17)
+
+
+async def test_a_deleted_player_is_logged_out(
+    client: TestClient, register: RegisterFn, engine: AsyncEngine
+) -> None:
+    from sqlalchemy import delete
+
+    from db.models import Player
+
+    alice = await register("Alice")
+    async with engine.begin() as conn:
+        await conn.execute(delete(Village).where(Village.player_id == alice.player_id))
+        await conn.execute(delete(Player).where(Player.id == alice.player_id))
+    resp = await client.get("/api/snapshot", headers=alice.auth)
+    assert resp.status == 401
