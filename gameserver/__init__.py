@@ -1,0 +1,1 @@
+"""The task server: runs the timed-event queue (and, later, the sharded tick)."""

@@ -1,0 +1,18 @@
+"""Event kinds every task server knows, for smoke tests and benchmarks."""
+
+from __future__ import annotations
+
+from gameserver.queue.events import Event
+from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+
+NOOP = "gameserver.noop"  # in-memory, does nothing
+NOOP_DURABLE = "gameserver.noop.durable"  # durable: only the processed record is written
+
+
+async def noop(ctx: HandlerContext, events: list[Event]) -> None:
+    """Do nothing: measures the queue itself."""
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(NOOP, noop, durable=False)
+    registry.register(NOOP_DURABLE, noop, durable=True)

@@ -1,0 +1,43 @@
+"""Task-server tuning that is not world configuration: defaults from the queue constants.
+
+Operators rarely change these; tests shorten the leases and intervals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gameserver.queue.constants import (
+    BATCH_SIZE,
+    CLAIM_LEASE_MS,
+    MARKER_CHECK_MS,
+    MAX_IDLE_MS,
+    PARTITION_HEARTBEAT_MS,
+    PARTITION_LEASE_TTL_MS,
+    RECONCILE_EVERY_MS,
+    RENEW_EVERY_MS,
+    STATS_EVERY_S,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskServerConfig:
+    batch_size: int = BATCH_SIZE  # events per claim
+    claim_lease_ms: int = CLAIM_LEASE_MS  # in-flight batch lease
+    renew_every_ms: int = RENEW_EVERY_MS
+    max_idle_ms: int = MAX_IDLE_MS
+    prefetch: bool = True  # claim the next batch while the current one runs
+    partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
+    partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
+    reconcile_every_ms: int = RECONCILE_EVERY_MS
+    marker_check_ms: int = MARKER_CHECK_MS
+    stats_every_s: float = STATS_EVERY_S
+    shutdown_grace_s: float = 10.0  # a stopping worker may finish its batch for this long
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 4000:
+            raise ValueError("batch_size must be 1..4000")
+        if self.partition_heartbeat_ms * 2 > self.partition_lease_ttl_ms:
+            raise ValueError("the partition lease must last at least two heartbeats")
+        if self.renew_every_ms * 2 > self.claim_lease_ms:
+            raise ValueError("the claim lease must last at least two renewals")

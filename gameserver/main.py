@@ -1,0 +1,133 @@
+"""``gameserver``: the task-server console script.
+
+    gameserver                 run until SIGTERM/SIGINT
+    gameserver --check         connect to Redis and the DB, verify the schema, exit 0 or non-zero
+    gameserver --burst         run what is due now, then exit
+    gameserver --game refgame  load handlers from ``refgame.handlers.register(registry)``
+
+Configuration comes from the environment (``common.settings``); a bad value
+prints one line and exits with the error's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import signal
+import sys
+
+import click
+
+from common.errors import FatalError
+from common.settings import Settings, load_settings
+from gameserver import builtin
+from gameserver.config import TaskServerConfig
+from gameserver.queue.handlers import HandlerRegistry
+from gameserver.taskserver import TaskServer
+
+log = logging.getLogger("gameserver")
+
+
+def load_game(game: str, registry: HandlerRegistry, settings: Settings | None = None) -> bool:
+    """Import ``<game>.handlers`` and call its ``register(registry[, settings])``.
+
+    Returns False (with a warning) when the game has no handlers module.
+    """
+    module_name = f"{game}.handlers"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (game, module_name):
+            raise FatalError(f"--game {game}: importing {module_name} failed: {exc}") from None
+        log.warning("no module %s: running with the built-in event kinds only", module_name)
+        return False
+    except Exception as exc:
+        log.debug("importing %s failed", module_name, exc_info=True)
+        raise FatalError(
+            f"--game {game}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    register = getattr(module, "register", None)
+    if not callable(register):
+        raise FatalError(f"--game {game}: {module_name} has no register(registry) function")
+    params = inspect.signature(register).parameters
+    if len(params) >= 2:
+        register(registry, settings)
+    else:
+        register(registry)
+    return True
+
+
+async def _serve(server: TaskServer) -> None:
+    loop = asyncio.get_running_loop()
+    this = asyncio.current_task()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("stopping: finishing the batches in hand (signal again to abandon them)")
+            server.stop()
+        elif this is not None:
+            this.cancel()  # abandon: unacked batches return to *due* when their lease expires
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await server.run()
+    except asyncio.CancelledError:
+        log.warning("stopped without finishing the batches in hand")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--check", is_flag=True, help="Connect, verify, exit 0 (ok) or non-zero.")
+@click.option("--burst", is_flag=True, help="Run every event due now, then exit.")
+@click.option("--game", default="refgame", show_default=True, help="Package with handlers.")
+@click.option("--batch-size", type=click.IntRange(1, 4000), help="Events per claim.")
+@click.option("--claim-lease-ms", type=click.IntRange(100), help="In-flight batch lease.")
+@click.option(
+    "--partition-lease-ms", type=click.IntRange(200), help="Partition lease TTL (takeover time)."
+)
+def main(
+    check: bool,
+    burst: bool,
+    game: str,
+    batch_size: int | None,
+    claim_lease_ms: int | None,
+    partition_lease_ms: int | None,
+) -> None:
+    """Run the task server: timed events of the queue partitions this process holds."""
+    try:
+        settings = load_settings()
+        logging.basicConfig(
+            level=settings.log_level,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        tuning: dict[str, int] = {}
+        if batch_size:
+            tuning["batch_size"] = batch_size
+        if claim_lease_ms:
+            tuning["claim_lease_ms"] = claim_lease_ms
+            tuning["renew_every_ms"] = max(claim_lease_ms // 3, 1)
+        if partition_lease_ms:
+            tuning["partition_lease_ttl_ms"] = partition_lease_ms
+            tuning["partition_heartbeat_ms"] = max(partition_lease_ms // 5, 1)
+        config = TaskServerConfig(**tuning)
+        registry = HandlerRegistry()
+        builtin.register(registry)
+        load_game(game, registry, settings)
+        server = TaskServer(settings, registry, config=config, burst=burst)
+        if check:
+            for line in asyncio.run(server.check()):
+                click.echo(line)
+            return
+        asyncio.run(_serve(server))
+    except FatalError as exc:
+        click.echo(f"gameserver: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except ValueError as exc:  # a tuning option out of range
+        click.echo(f"gameserver: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,83 @@
+"""Prometheus metrics of a task server, on their own registry (several servers per test process)."""
+
+from __future__ import annotations
+
+import threading
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class QueueMetrics:
+    """Queue counters per partition, depth and lag gauges, handler latency per kind."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        part = ["partition"]
+        self.claimed = Counter("gameserver_queue_claimed", "Events claimed", part, registry=r)
+        self.acked = Counter(
+            "gameserver_queue_acked", "Events acked after running", part, registry=r
+        )
+        self.retried = Counter(
+            "gameserver_queue_retried", "Failed events put back", part, registry=r
+        )
+        self.dead = Counter(
+            "gameserver_queue_dead", "Events sent to dead letters", part, registry=r
+        )
+        self.redelivered = Counter(
+            "gameserver_queue_redelivered",
+            "Durable events delivered again after they ran: acked without effect",
+            part,
+            registry=r,
+        )
+        self.depth = Gauge(
+            "gameserver_queue_depth", "Events waiting (any due time)", part, registry=r
+        )
+        self.ready = Gauge(
+            "gameserver_queue_ready", "Events due now and not claimed", part, registry=r
+        )
+        self.inflight = Gauge(
+            "gameserver_queue_inflight", "Events claimed, not acked", part, registry=r
+        )
+        self.dead_depth = Gauge("gameserver_queue_dead_depth", "Dead events kept", part, registry=r)
+        self.lag = Gauge(
+            "gameserver_queue_lag_seconds", "Now minus the oldest due time", part, registry=r
+        )
+        self.held = Gauge(
+            "gameserver_partitions_held", "Queue partitions this process owns", registry=r
+        )
+        self.latency = Histogram(
+            "gameserver_handler_seconds",
+            "Time of one handler call (a batch of events)",
+            ["kind"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reconciled = Counter(
+            "gameserver_reconciled", "Pending DB events re-indexed in Redis", registry=r
+        )
+        self.redis_data_lost = Counter(
+            "gameserver_redis_data_lost", "Partitions whose Redis marker vanished", registry=r
+        )
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> MetricsServer:
+        server, thread = start_http_server(port, addr, registry=self.registry)
+        return MetricsServer(server, thread)
+
+
+class MetricsServer:
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)

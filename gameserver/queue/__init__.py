@@ -1,0 +1,27 @@
+"""The timed-event queue: public API for web handlers and game rules.
+
+Schedule in-memory events with ``EventQueue.schedule_many``; durable events
+with ``durable.add_durable_events`` in the command's transaction, then
+``EventQueue.index`` after the commit. Handlers are registered in a
+``HandlerRegistry`` and run by the task server's workers.
+"""
+
+from __future__ import annotations
+
+from gameserver.queue.errors import MalformedEvent, QueueError, ScheduleError
+from gameserver.queue.eventqueue import EventQueue
+from gameserver.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
+from gameserver.queue.policy import RetryPolicy
+
+__all__ = [
+    "Claim",
+    "DeadEvent",
+    "Event",
+    "EventQueue",
+    "MalformedEvent",
+    "NewEvent",
+    "PartitionStats",
+    "QueueError",
+    "RetryPolicy",
+    "ScheduleError",
+]

@@ -1,0 +1,77 @@
+"""A worker's claim line: the next claim goes on the wire before the current batch runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from gameserver.queue.eventqueue import _CLAIM, EventQueue
+from gameserver.queue.events import Claim
+from gameserver.queue.line import Line, pack_command
+from gameserver.queue.line import supports as line_supported
+
+
+class ClaimLine:
+    """Claims of one partition: ``send`` puts a claim on the wire and returns at once,
+    ``receive`` waits for its reply, ``decode`` turns it into a ``Claim``.
+
+    On a single server the claims use a ``Line`` of their own; on a cluster
+    they run as tasks on the cluster client (routing, redirections).
+    """
+
+    def __init__(self, queue: EventQueue, partition: int, limit: int, lease_ms: int) -> None:
+        self.queue = queue
+        self.partition = partition
+        self.limit = limit
+        self.lease_ms = lease_ms
+        self._line = Line(queue.redis) if line_supported(queue.redis) else None  # type: ignore[arg-type]
+        self._sent: list[tuple[bytes, bytes | None, Any]] = []  # (token, acked token, request)
+
+    @property
+    def pending(self) -> int:
+        return len(self._sent)
+
+    async def send(self, ack: bytes | None = None) -> None:
+        """Send a claim (acking the finished batch ``ack`` first, in the same script call)."""
+        token, keys, args = self.queue.claim_request(self.partition, self.limit, self.lease_ms, ack)
+        if self._line is not None:
+            packed = pack_command(("EVALSHA", _CLAIM.sha, len(keys), *keys, *args))
+            await self._line.send(packed)
+            self._sent.append((token, ack, packed))
+        else:
+            task = asyncio.ensure_future(_CLAIM(self.queue.redis, keys, args))
+            self._sent.append((token, ack, task))
+            for _ in range(3):  # let the task write its request before we go on
+                await asyncio.sleep(0)
+
+    async def receive(self) -> tuple[bytes, bytes | None, list[Any]]:
+        """(token, the batch it acked or None, raw reply) of the oldest claim sent."""
+        token, ack, request = self._sent[0]
+        if self._line is None:
+            reply = await request
+        else:
+            try:
+                reply = await self._line.read()
+            except NoScriptError:  # Redis restarted: load the script and ask again
+                await _CLAIM.load(self.queue.redis)
+                await self._line.send(request)
+                reply = await self._line.read()
+        self._sent.pop(0)
+        return token, ack, reply
+
+    def decode(self, token: bytes, reply: list[Any]) -> Claim:
+        return self.queue.claim_result(self.partition, token, reply)
+
+    async def close(self) -> None:
+        """Forget unread claims (their batches return to *due* when their lease expires)."""
+        for _, _, request in self._sent:
+            if isinstance(request, asyncio.Future):
+                request.cancel()
+                with contextlib.suppress(BaseException):
+                    await request
+        self._sent.clear()
+        if self._line is not None:
+            await self._line.close()

@@ -1,0 +1,194 @@
+"""``queue`` commands for the management CLI: status, dead letters, requeue, drop.
+
+``queue_cli`` is a click group; the management CLI adds it with
+``cli.add_command(queue_cli)``. Settings come from the environment, or from
+``ctx.obj`` when the parent command put a ``Settings`` there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from sqlalchemy import delete
+
+from common.clock import SYSTEM_CLOCK
+from common.errors import FatalError
+from common.settings import Settings, load_settings
+from db.engine import create_engine, session_factory
+from db.models import ScheduledEvent
+from gameserver.queue.eventqueue import EventQueue
+from gameserver.queue.events import DeadEvent, PartitionStats
+from gameserver.redis_client import connect
+
+T = TypeVar("T")
+
+
+def _settings(ctx: click.Context) -> Settings:
+    obj = ctx.find_object(Settings)
+    if obj is not None:
+        return obj
+    if ctx.obj is not None and isinstance(getattr(ctx.obj, "settings", None), Settings):
+        return ctx.obj.settings  # type: ignore[no-any-return]
+    return load_settings()
+
+
+def _run(ctx: click.Context, work: Callable[[EventQueue, Settings], Awaitable[T]]) -> T:
+    """Run ``work`` with a queue on the configured Redis; one-line errors, exit codes."""
+
+    async def main(settings: Settings) -> T:
+        redis = await connect(settings)
+        queue = EventQueue(
+            redis,
+            prefix=settings.redis_prefix,
+            partitions=settings.queue_partitions,
+            clock=SYSTEM_CLOCK,
+        )
+        try:
+            return await work(queue, settings)
+        finally:
+            await queue.aclose()
+            await redis.aclose()
+
+    try:
+        return asyncio.run(main(_settings(ctx)))
+    except FatalError as exc:
+        click.echo(f"queue: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@click.group("queue")
+def queue_cli() -> None:
+    """Inspect the timed-event queue: depth and lag, dead letters."""
+
+
+@queue_cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per partition.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Depth, ready, in-flight, dead and lag of every partition."""
+
+    async def work(queue: EventQueue, _: Settings) -> None:
+        rows = await queue.stats()
+        if as_json:
+            for s in rows:
+                click.echo(json.dumps(_row(s)))
+            return
+        click.echo(
+            f"{'part':>4} {'depth':>9} {'ready':>9} {'inflight':>8} {'dead':>6} {'lag s':>8}"
+            "  oldest due (UTC)"
+        )
+        for s in rows:
+            click.echo(
+                f"{s.partition:>4} {s.depth:>9} {s.ready:>9} {s.inflight:>8} {s.dead:>6} "
+                f"{s.lag_ms / 1000:>8.1f}  {_when(s.oldest_due_ms)}"
+            )
+        total = [sum(getattr(s, f) for s in rows) for f in ("depth", "ready", "inflight", "dead")]
+        worst = max((s.lag_ms for s in rows), default=0)
+        depth, ready, inflight, dead_ = total
+        click.echo(
+            f"{'all':>4} {depth:>9} {ready:>9} {inflight:>8} {dead_:>6} {worst / 1000:>8.1f}"
+        )
+
+    _run(ctx, work)
+
+
+def _row(s: PartitionStats) -> dict[str, Any]:
+    return {f: getattr(s, f) for f in PartitionStats.__slots__}
+
+
+@queue_cli.command("dead")
+@click.option("--partition", type=int, help="Only this partition.")
+@click.option("--limit", default=50, show_default=True, help="At most this many per partition.")
+@click.pass_context
+def dead(ctx: click.Context, partition: int | None, limit: int) -> None:
+    """List dead events with their error and attempt count."""
+
+    async def work(queue: EventQueue, _: Settings) -> None:
+        rows = await queue.dead(partition, limit)
+        if not rows:
+            click.echo("no dead events")
+            return
+        for d in rows:
+            what = f"{d.event.kind} village {d.event.village_id}" if d.event else "(unreadable)"
+            click.echo(
+                f"{d.id}  p{d.partition}  {what}  attempts {d.attempts}  "
+                f"died {_when(d.died_ms)}  error: {d.error}"
+            )
+
+    _run(ctx, work)
+
+
+async def _targets(queue: EventQueue, ids: tuple[int, ...], everything: bool) -> list[DeadEvent]:
+    rows = await queue.dead(limit=1_000_000)
+    if everything:
+        return rows
+    wanted = set(ids)
+    found = [d for d in rows if d.id in wanted]
+    for missing in sorted(wanted - {d.id for d in found}):
+        click.echo(f"{missing}: not a dead event", err=True)
+    return found
+
+
+@queue_cli.command("requeue")
+@click.argument("event_ids", nargs=-1, type=int)
+@click.option("--all", "everything", is_flag=True, help="Every dead event.")
+@click.pass_context
+def requeue(ctx: click.Context, event_ids: tuple[int, ...], everything: bool) -> None:
+    """Run dead events again, now, with their attempt count reset."""
+    if not event_ids and not everything:
+        raise click.UsageError("name event ids or pass --all")
+
+    async def work(queue: EventQueue, _: Settings) -> int:
+        done = 0
+        for d in await _targets(queue, event_ids, everything):
+            if await queue.requeue_dead(d.partition, d.id):
+                done += 1
+            else:
+                click.echo(f"{d.id}: cannot be requeued (no payload); drop it", err=True)
+        return done
+
+    click.echo(f"requeued {_run(ctx, work)} event(s)")
+
+
+@queue_cli.command("drop")
+@click.argument("event_ids", nargs=-1, type=int)
+@click.option("--all", "everything", is_flag=True, help="Every dead event.")
+@click.option("--yes", is_flag=True, help="Do not ask before dropping everything.")
+@click.pass_context
+def drop(ctx: click.Context, event_ids: tuple[int, ...], everything: bool, yes: bool) -> None:
+    """Delete dead events for good (durable ones also lose their DB row)."""
+    if not event_ids and not everything:
+        raise click.UsageError("name event ids or pass --all")
+    if everything and not yes:
+        click.confirm("Drop every dead event for good?", abort=True)
+
+    async def work(queue: EventQueue, settings: Settings) -> int:
+        dropped = []
+        for d in await _targets(queue, event_ids, everything):
+            if await queue.drop_dead(d.partition, d.id):
+                dropped.append(d)
+        durable = [d.id for d in dropped if d.event is None or d.event.durable]
+        if durable:  # else the reconciler would bring them back
+            engine = create_engine(settings)
+            try:
+                async with session_factory(engine)() as session, session.begin():
+                    await session.execute(
+                        delete(ScheduledEvent).where(ScheduledEvent.id.in_(durable))
+                    )
+            finally:
+                await engine.dispose()
+        return len(dropped)
+
+    click.echo(f"dropped {_run(ctx, work)} event(s)")

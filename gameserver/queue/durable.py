@@ -1,0 +1,183 @@
+"""Durable events: a ``scheduled_events`` row is the truth, Redis only indexes it.
+
+A game command writes its order/march row and its event row in ONE
+transaction, commits, then indexes the event::
+
+    async with sessions() as session, session.begin():
+        session.add(March(...))
+        events = await add_durable_events(session, [NewEvent("march.arrive", target, arrive_ms)])
+    await queue.index(events)
+
+If the process dies between the commit and ``index``, the reconciler indexes
+the row later. The worker's transaction deletes the row (``DELETE ...
+RETURNING``): only the transaction that deleted it runs the handler, so a
+redelivered event changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from common.clock import SYSTEM_CLOCK, Clock
+from common.ids import IdGenerator
+from db.models import ProcessedEvent, ScheduledEvent
+from gameserver.queue import codec
+from gameserver.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
+from gameserver.queue.errors import ScheduleError
+from gameserver.queue.eventqueue import check_new_event
+from gameserver.queue.events import Event, NewEvent
+
+_DEFAULT_IDS: IdGenerator | None = None
+
+
+def _default_ids() -> IdGenerator:
+    global _DEFAULT_IDS
+    if _DEFAULT_IDS is None:
+        _DEFAULT_IDS = IdGenerator()
+    return _DEFAULT_IDS
+
+
+async def add_durable_events(
+    session: AsyncSession,
+    events: Sequence[NewEvent],
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    ids: IdGenerator | None = None,
+    max_ahead_ms: int = MAX_AHEAD_MS,
+) -> list[Event]:
+    """Write ``scheduled_events`` rows in the caller's transaction; return the events.
+
+    After the transaction commits, pass the result to ``EventQueue.index``.
+    Raises ``ScheduleError`` for the same bad input ``EventQueue.schedule`` rejects.
+    """
+    if not events:
+        return []
+    now = clock.now_ms()
+    latest = min(now + max_ahead_ms, DUE_MS_MAX)
+    fresh = (ids or _default_ids()).next_ids(len(events))
+    out: list[Event] = []
+    rows = []
+    for new, new_id in zip(events, fresh, strict=True):
+        check_new_event(new, now, latest)
+        event = Event(
+            new_id if new.id is None else new.id,
+            new.kind,
+            new.village_id,
+            new.due_ms,
+            new.priority,
+            new.payload,
+            0,
+            True,
+        )
+        try:
+            payload = codec.pack(event.payload)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ScheduleError(f"event {event.kind!r}: payload cannot be encoded: {exc}") from None
+        rows.append(
+            {
+                "id": event.id,
+                "kind": event.kind,
+                "village_id": event.village_id,
+                "due_ms": event.due_ms,
+                "priority": event.priority,
+                "payload": payload,
+                "created_ms": now,
+            }
+        )
+        out.append(event)
+    await session.execute(insert(ScheduledEvent), rows)
+    return out
+
+
+async def cancel_durable(session: AsyncSession, event_id: int) -> bool:
+    """Delete a pending event's row in the caller's transaction.
+
+    True: the event will never take effect (then call ``EventQueue.cancel`` after
+    the commit to tidy Redis). False: it already ran (or is running and will
+    commit first; the row lock makes this call wait for that on PostgreSQL).
+    """
+    result = await session.execute(delete(ScheduledEvent).where(ScheduledEvent.id == event_id))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def reschedule_durable(session: AsyncSession, event_id: int, due_ms: int) -> bool:
+    """Move a pending event's row to ``due_ms``; then call ``EventQueue.reschedule`` after
+    the commit. A worker that already claimed it sees the later DB due time and defers it."""
+    result = await session.execute(
+        update(ScheduledEvent).where(ScheduledEvent.id == event_id).values(due_ms=due_ms)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def row_to_event(row: ScheduledEvent) -> Event:
+    return Event(
+        row.id,
+        row.kind,
+        row.village_id,
+        row.due_ms,
+        row.priority,
+        codec.unpack(row.payload),
+        0,
+        True,
+    )
+
+
+async def take_events(
+    session: AsyncSession, events: Sequence[Event], now_ms: int
+) -> tuple[list[Event], list[tuple[Event, int]]]:
+    """Claim ``events`` in the DB for this transaction: (to run, to defer to a later due).
+
+    Durable events run only if this transaction deleted their row. A row with
+    a due time still ahead was rescheduled after Redis handed the event out:
+    it is deferred to that time. A missing row means the event already ran
+    or was cancelled. In-memory events run unless ``processed_events`` has them.
+    """
+    durable_ids = [e.id for e in events if e.durable]
+    deleted: set[int] = set()
+    deferred: list[tuple[Event, int]] = []
+    if durable_ids:
+        result = await session.execute(
+            delete(ScheduledEvent)
+            .where(ScheduledEvent.id.in_(durable_ids), ScheduledEvent.due_ms <= now_ms)
+            .returning(ScheduledEvent.id)
+        )
+        deleted = set(result.scalars())
+        if len(deleted) != len(durable_ids):
+            rest = [i for i in durable_ids if i not in deleted]
+            rows = await session.execute(
+                select(ScheduledEvent.id, ScheduledEvent.due_ms).where(ScheduledEvent.id.in_(rest))
+            )
+            later = {event_id: due for event_id, due in rows}
+            deferred = [(e, later[e.id]) for e in events if e.id in later]
+    volatile = [e.id for e in events if not e.durable]
+    done: set[int] = set()
+    if volatile:
+        done = set(
+            (
+                await session.execute(
+                    select(ProcessedEvent.event_id).where(ProcessedEvent.event_id.in_(volatile))
+                )
+            ).scalars()
+        )
+    run = [e for e in events if (e.id in deleted if e.durable else e.id not in done)]
+    return run, deferred
+
+
+async def record_processed(session: AsyncSession, events: Sequence[Event], now_ms: int) -> None:
+    """Insert the ``processed_events`` rows of ``events`` (same transaction as their effects)."""
+    if events:
+        await session.execute(
+            insert(ProcessedEvent),
+            [
+                {
+                    "event_id": e.id,
+                    "kind": e.kind,
+                    "village_id": e.village_id,
+                    "processed_ms": now_ms,
+                }
+                for e in events
+            ],
+        )

@@ -1,0 +1,635 @@
+"""The timed-event queue on Redis sorted sets (see ``constants`` for the key layout)."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgpack
+from redis.exceptions import NoScriptError, ResponseError
+
+from common.clock import Clock
+from common.ids import IdGenerator
+from common.redis_conn import AnyRedis
+from gameserver.queue import codec
+from gameserver.queue.constants import (
+    BATCH_SIZE,
+    CLAIM_LEASE_MS,
+    DUE_MS_MAX,
+    KIND_MAX_LEN,
+    MAX_AHEAD_MS,
+    MEMBER_LEN,
+    PRIORITY_BIAS,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    PartitionKeys,
+)
+from gameserver.queue.errors import MalformedEvent, ScheduleError
+from gameserver.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
+from gameserver.queue.line import Line, pack_command
+from gameserver.queue.line import supports as line_supported
+from gameserver.queue.policy import RetryPolicy
+from gameserver.queue.scripts import Script, load_script
+
+MAX_CLAIM = 4000  # Lua's unpack() limit bounds one claim
+_IDLE_LINES = 4  # connections kept for concurrent schedule_many calls
+_SEND_CHUNK = 500  # events encoded per write of schedule_many
+_ID_MAX = (1 << 63) - 1
+
+_SCHEDULE = load_script("schedule.lua")
+_CLAIM = load_script("claim.lua")
+_ACK = load_script("ack.lua")
+_RENEW = load_script("renew.lua")
+_RETRY = load_script("retry.lua")
+_RELEASE = load_script("release.lua")
+_RECOVER = load_script("recover.lua")
+_CANCEL = load_script("cancel.lua")
+_RESCHEDULE = load_script("reschedule.lua")
+_REQUEUE_DEAD = load_script("requeue_dead.lua")
+_DROP_DEAD = load_script("drop_dead.lua")
+_MISSING = load_script("missing.lua")
+_STATS = load_script("stats.lua")
+SCRIPTS: tuple[Script, ...] = (
+    _SCHEDULE, _CLAIM, _ACK, _RENEW, _RETRY, _RELEASE, _RECOVER, _CANCEL, _RESCHEDULE,
+    _REQUEUE_DEAD, _DROP_DEAD, _MISSING, _STATS,
+)  # fmt: skip
+
+_packb = msgpack.Packer().pack  # msgpack.packb builds a Packer per call: twice as slow
+_pack_envelope = msgpack.Packer(use_bin_type=False).pack
+_HEADER = b"%04x%016x%013d"
+
+
+def _envelope(items: Any) -> bytes:
+    # Lua's cmsgpack predates msgpack's bin type: send bytes as raw strings.
+    return _pack_envelope(items)
+
+
+def _score(value: bytes | None) -> int | None:
+    return None if value is None else int(float(value))
+
+
+class EventQueue:
+    """Timed events in Redis, split into ``partitions`` by village.
+
+    **Tie rule.** Within a partition events run by ``(due_ms, priority, id)``:
+    the earlier due time first; among equal due times the lower priority
+    first; among equal priorities the lower id. Ids come from
+    ``common.ids.IdGenerator`` and grow with creation time, so among events
+    due in the same ms with the same priority the one scheduled first runs
+    first. A due time in the past runs at once (in that same order).
+
+    All events of a village land in partition ``village_id % partitions``, and
+    each partition is worked by one worker at a time, so a village's events
+    never run concurrently. Every partition's keys share one hash tag: each
+    operation is one Lua script on one Redis Cluster slot.
+
+    ``schedule``/``schedule_many`` create *in-memory* events: Redis is their
+    only record, so they are lost if Redis loses its data. Events that must
+    survive that are written to the DB with ``durable.add_durable_events`` in
+    the command's transaction and indexed here with ``index`` after the commit.
+    """
+
+    def __init__(
+        self,
+        redis: AnyRedis,
+        *,
+        prefix: str,
+        partitions: int,
+        clock: Clock,
+        ids: IdGenerator | None = None,
+        max_ahead_ms: int = MAX_AHEAD_MS,
+    ) -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        encoder = redis.get_encoder()
+        if encoder.decode_responses:
+            raise ValueError("the event queue needs a Redis client with decode_responses=False")
+        self.redis = redis
+        self.prefix = prefix
+        self.partitions = partitions
+        self.clock = clock
+        self.ids = ids or IdGenerator(clock)
+        self.max_ahead_ms = max_ahead_ms
+        self._keys = [PartitionKeys(prefix, p) for p in range(partitions)]
+        self._plain = line_supported(redis)  # raw lines need one plain server
+        self._lines: list[Line] = []  # idle connections of schedule_many
+        self._token_base = b"%010x" % secrets.randbits(40)
+        self._token_seq = 0
+
+    # --- helpers -------------------------------------------------------------
+
+    def keys(self, partition: int) -> PartitionKeys:
+        return self._keys[partition]
+
+    def partition_of(self, village_id: int) -> int:
+        """The partition of every event of ``village_id``."""
+        return village_id % self.partitions
+
+    async def load_scripts(self) -> None:
+        """Load every script (on every primary of a cluster); calls also load on demand."""
+        for script in SCRIPTS:
+            await script.load(self.redis)
+
+    async def _pipelined(
+        self, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+    ) -> list[Any]:
+        """Run ``script`` once per (keys, args) in one round trip."""
+        for attempt in range(2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                results: list[Any] = await pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(r, NoScriptError) for r in results):
+                await script.load(self.redis)
+                continue  # scripts are idempotent for the calls that did run
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+            return results
+        raise AssertionError("unreachable")
+
+    # --- scheduling ----------------------------------------------------------
+
+    async def schedule(self, event: NewEvent) -> int:
+        """Schedule one in-memory event (no DB row); return its id. See ``schedule_many``."""
+        return (await self.schedule_many([event]))[0]
+
+    async def schedule_many(self, events: Sequence[NewEvent]) -> list[int]:
+        """Schedule in-memory events (no DB row); return their ids in order.
+
+        All or nothing: raises ``ScheduleError`` before anything is sent for
+        a due time more than ``max_ahead_ms`` ahead or negative, a priority
+        outside SMALLINT, an empty or over-long kind, or a payload msgpack
+        cannot encode.
+        """
+        if not events:
+            return []
+        now = self.clock.now_ms()
+        latest = min(now + self.max_ahead_ms, DUE_MS_MAX)
+        ids = self.ids.next_ids(len(events))
+        bodies = []
+        packb = _packb
+        for i, event in enumerate(events):
+            eid = event.id
+            if eid is None:
+                eid = ids[i]
+            else:
+                ids[i] = eid
+            due = event.due_ms
+            prio = event.priority
+            kind = event.kind
+            if not (
+                type(due) is int
+                and 0 <= due <= latest
+                and type(prio) is int
+                and PRIORITY_MIN <= prio <= PRIORITY_MAX
+                and type(kind) is str
+                and 0 < len(kind) <= KIND_MAX_LEN
+                and type(event.village_id) is int
+                and type(event.payload) is dict
+                and type(eid) is int
+                and 0 < eid <= _ID_MAX
+            ):
+                raise _invalid(event, now, latest)
+            try:
+                bodies.append(
+                    packb([eid, kind, event.village_id, due, prio, event.payload, 0, False])
+                )
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ScheduleError(f"event {kind!r}: payload cannot be encoded: {exc}") from None
+        # Nothing can fail from here on: encode the rest chunk by chunk and send each
+        # chunk at once, so Redis stores one chunk while Python encodes the next.
+        if self._plain:
+            await self._add_plain(events, ids, bodies)
+        else:
+            groups: dict[int, list[bytes]] = {}
+            earliest: dict[int, int] = {}
+            for event, eid, body in zip(events, ids, bodies, strict=True):
+                p = event.village_id % self.partitions
+                groups.setdefault(p, []).append(
+                    _HEADER % (event.priority + PRIORITY_BIAS, eid, event.due_ms) + body
+                )
+                earliest[p] = min(earliest.get(p, event.due_ms), event.due_ms)
+            await self._add(groups, earliest, nx=False)
+        return ids
+
+    async def _add_plain(
+        self, events: Sequence[NewEvent], ids: list[int], bodies: list[bytes]
+    ) -> None:
+        """HSET and ZADD per partition and one wake-up PUBLISH per chunk, packed in C.
+
+        No MULTI: the payload goes before the due entry, so a claim never sees
+        an event without its payload; a crash between the two leaves only an
+        orphan payload of an event whose scheduler never got its id back.
+        """
+        line = self._lines.pop() if self._lines else Line(self.redis)  # type: ignore[arg-type]
+        parts = self.partitions
+        header = _HEADER
+        keys = self._keys
+        try:
+            for start in range(0, len(events), _SEND_CHUNK):
+                stop = start + _SEND_CHUNK
+                groups: dict[int, tuple[list[bytes], list[Any]]] = {}
+                earliest: dict[int, int] = {}
+                for event, eid, body in zip(
+                    events[start:stop], ids[start:stop], bodies[start:stop], strict=True
+                ):
+                    due = event.due_ms
+                    head = header % (event.priority + PRIORITY_BIAS, eid, due)
+                    p = event.village_id % parts
+                    group = groups.get(p)
+                    if group is None:
+                        group = groups[p] = ([], [])
+                        earliest[p] = due
+                    elif due < earliest[p]:
+                        earliest[p] = due
+                    hset, zadd = group
+                    hset.append(head[4:MEMBER_LEN])
+                    hset.append(head + body)
+                    zadd.append(due)
+                    zadd.append(head[:MEMBER_LEN])
+                commands = []
+                for p, (hset, zadd) in groups.items():
+                    k = keys[p]
+                    commands.append(pack_command(("HSET", k.payload, *hset)))
+                    commands.append(pack_command(("ZADD", k.due, *zadd)))
+                news = b",".join([keys[p].wake_message(due) for p, due in earliest.items()])
+                commands.append(pack_command(("PUBLISH", keys[0].channel, news)))
+                await line.send(b"".join(commands), replies=len(commands))
+            failure: ResponseError | None = None
+            while line.pending:
+                try:
+                    await line.read()
+                except ResponseError as exc:
+                    failure = failure or exc
+        except BaseException:
+            await line.close()
+            raise
+        if len(self._lines) < _IDLE_LINES:
+            self._lines.append(line)
+        else:
+            await line.close()
+        if failure is not None:
+            raise failure
+
+    async def aclose(self) -> None:
+        """Close the queue's own connections (the Redis client stays open)."""
+        lines, self._lines = self._lines, []
+        for line in lines:
+            await line.close()
+
+    async def index(self, events: Iterable[Event]) -> int:
+        """Index durable events (DB rows already committed) by due time; return how many were new.
+
+        Idempotent: an event Redis already knows (pending, in flight or dead)
+        is left alone, so the reconciler and the committing command can both
+        index the same event.
+        """
+        groups: dict[int, list[bytes]] = {}
+        earliest: dict[int, int] = {}
+        for event in events:
+            p = event.village_id % self.partitions
+            groups.setdefault(p, []).append(codec.encode_event(event))
+            if p not in earliest or event.due_ms < earliest[p]:
+                earliest[p] = event.due_ms
+        if not groups:
+            return 0
+        return await self._add(groups, earliest, nx=True)
+
+    async def _add(self, groups: dict[int, list[bytes]], earliest: dict[int, int], nx: bool) -> int:
+        flag = b"1" if nx else b"0"
+        calls = []
+        for p, blobs in groups.items():
+            k = self._keys[p]
+            args = (k.channel, flag, earliest[p], k.wake_message(earliest[p]), _envelope(blobs))
+            calls.append(((k.due, k.payload), args))
+        if len(calls) == 1:
+            keys, args = calls[0]
+            return int(await _SCHEDULE(self.redis, keys, args))
+        return sum(int(r) for r in await self._pipelined(_SCHEDULE, calls))
+
+    # --- claiming --------------------------------------------------------------
+
+    def claim_request(
+        self, partition: int, limit: int, lease_ms: int, ack: bytes | None
+    ) -> tuple[bytes, tuple[str, ...], tuple[Any, ...]]:
+        """(batch token, keys, args) of one claim script call."""
+        if not 1 <= limit <= MAX_CLAIM:
+            raise ValueError(f"limit must be 1..{MAX_CLAIM}")
+        k = self._keys[partition]
+        now = self.clock.now_ms()
+        self._token_seq += 1
+        token = b"%s.%x" % (self._token_base, self._token_seq)
+        keys = (k.due, k.payload, k.inflight, k.batches, k.dead, k.deadinfo)
+        return token, keys, (now, limit, token, now + lease_ms, ack or b"")
+
+    def claim_result(self, partition: int, token: bytes, reply: list[Any]) -> Claim:
+        """Decode the reply of a claim script call."""
+        blobs, head, lease, missing = reply
+        if blobs:
+            events, bad = codec.decode_many(blobs)
+        else:
+            events, bad, token = [], [], b""
+        return Claim(partition, token, events, bad, missing, _score(head), _score(lease))
+
+    async def claim(
+        self,
+        partition: int,
+        limit: int = BATCH_SIZE,
+        lease_ms: int = CLAIM_LEASE_MS,
+        *,
+        ack: bytes | None = None,
+    ) -> Claim:
+        """Move up to ``limit`` due events of ``partition`` to in-flight, in run order.
+
+        The batch is leased for ``lease_ms``: unless acked (or renewed) by then,
+        its events return to *due*. ``ack`` names a finished batch to ack in
+        the same round trip. Undecodable entries come back in ``Claim.bad`` (for
+        ``bury``); entries without payload go to the dead letters at once.
+        """
+        token, keys, args = self.claim_request(partition, limit, lease_ms, ack)
+        return self.claim_result(partition, token, await _CLAIM(self.redis, keys, args))
+
+    async def ack(self, partition: int, token: bytes) -> bool:
+        """Forget a finished batch. False if its lease had expired: its events went back to
+        *due* and run again (harmless for durable events, whose DB record decides)."""
+        k = self._keys[partition]
+        return bool(await _ACK(self.redis, (k.inflight, k.batches), (token,)))
+
+    async def renew(self, partition: int, tokens: Sequence[bytes], lease_ms: int) -> int:
+        """Extend the lease of in-flight batches; return how many were still in flight."""
+        if not tokens:
+            return 0
+        k = self._keys[partition]
+        deadline = self.clock.now_ms() + lease_ms
+        return int(await _RENEW(self.redis, (k.inflight,), (deadline, *tokens)))
+
+    async def release(self, partition: int, token: bytes) -> int:
+        """Return an unprocessed batch to *due* now; return its event count."""
+        k = self._keys[partition]
+        return int(await _RELEASE(self.redis, (k.due, k.payload, k.inflight, k.batches), (token,)))
+
+    async def recover(self, partition: int) -> int:
+        """Return every in-flight batch of ``partition`` to *due* (its previous owner is gone)."""
+        k = self._keys[partition]
+        return int(await _RECOVER(self.redis, (k.due, k.payload, k.inflight, k.batches), ()))
+
+    async def _move(self, partition: int, token: bytes, entries: list[list[Any]]) -> int:
+        if not entries:
+            return 0
+        k = self._keys[partition]
+        now = self.clock.now_ms()
+        keys = (k.due, k.payload, k.batches, k.dead, k.deadinfo)
+        return int(await _RETRY(self.redis, keys, (now, token, _envelope(entries))))
+
+    async def retry(
+        self,
+        partition: int,
+        token: bytes,
+        failures: Sequence[tuple[Event, str]],
+        policy: RetryPolicy,
+    ) -> tuple[int, int]:
+        """Take failed events out of batch ``token``: retry after a backoff, or dead letters.
+
+        Returns (retried, dead). Each failure counts one attempt; the event
+        that reaches ``policy.max_attempts`` goes to *dead* with its error.
+        """
+        now = self.clock.now_ms()
+        entries: list[list[Any]] = []
+        retried = dead = 0
+        for event, error in failures:
+            failures_so_far = event.attempts + 1
+            m = codec.member(event.priority, event.id)
+            if policy.gives_up(failures_so_far):
+                blob = codec.encode_event(event, attempts=failures_so_far)
+                info = codec.pack([error, failures_so_far, now])
+                entries.append([m, -1, blob, info])
+                dead += 1
+            else:
+                due = now + policy.delay_ms(failures_so_far)
+                blob = codec.encode_event(event, due_ms=due, attempts=failures_so_far)
+                entries.append([m, due, blob, b""])
+                retried += 1
+        moved = await self._move(partition, token, entries)
+        if moved != len(entries):  # the batch expired meanwhile: its events run again anyway
+            return 0, 0
+        return retried, dead
+
+    async def bury(self, partition: int, token: bytes, bad: Sequence[tuple[bytes, str]]) -> int:
+        """Send undecodable entries of batch ``token`` to *dead* with their reason (the raw
+        blob stays in the payload hash for inspection)."""
+        now = self.clock.now_ms()
+        return await self._move(
+            partition, token, [[m, -1, b"", codec.pack([reason, 0, now])] for m, reason in bad]
+        )
+
+    async def defer(self, partition: int, token: bytes, moves: Sequence[tuple[Event, int]]) -> int:
+        """Put events of batch ``token`` back to *due* at new times without counting a failure."""
+        entries: list[list[Any]] = [
+            [codec.member(e.priority, e.id), due, codec.encode_event(e, due_ms=due), b""]
+            for e, due in moves
+        ]
+        return await self._move(partition, token, entries)
+
+    # --- cancel and reschedule -------------------------------------------------
+
+    async def cancel(self, village_id: int, event_id: int) -> bool:
+        """Cancel a pending event. True: it will not run. False: it already ran, is
+        running right now, is dead, or never existed.
+
+        Atomic against ``claim``: exactly one of the two gets a pending event.
+        For durable events call ``durable.cancel_durable`` in the command's
+        transaction first; the DB then decides, and this only tidies Redis
+        (a claimed copy finds no row and is acked without effect).
+        """
+        k = self._keys[self.partition_of(village_id)]
+        result = await _CANCEL(self.redis, (k.due, k.payload, k.dead), (codec.id_key(event_id),))
+        return int(result) == 1
+
+    async def reschedule(self, village_id: int, event_id: int, due_ms: int) -> bool:
+        """Move a pending event to ``due_ms``. True: moved. False: it already ran, is
+        running, is dead, or never existed. Atomic against ``claim``."""
+        now = self.clock.now_ms()
+        latest = min(now + self.max_ahead_ms, DUE_MS_MAX)
+        if type(due_ms) is not int or not 0 <= due_ms <= latest:
+            raise ScheduleError(_due_message(due_ms, now, latest))
+        k = self._keys[self.partition_of(village_id)]
+        id16 = codec.id_key(event_id)
+        for _ in range(10):  # compare-and-set: retried only if the event changed meanwhile
+            blob = await self.redis.hget(k.payload, id16)  # type: ignore[misc]
+            if blob is None:
+                return False
+            try:
+                event = codec.decode(blob)
+            except MalformedEvent:
+                return False
+            new_blob = codec.encode_event(event, due_ms=due_ms)
+            result = int(
+                await _RESCHEDULE(
+                    self.redis,
+                    (k.due, k.payload, k.dead),
+                    (id16, blob, new_blob, due_ms, k.channel, k.wake_message(due_ms)),
+                )
+            )
+            if result != -3:
+                return result == 1
+        return False
+
+    # --- dead letters -----------------------------------------------------------
+
+    async def dead(self, partition: int | None = None, limit: int = 100) -> list[DeadEvent]:
+        """Dead events (oldest death first), at most ``limit`` per partition."""
+        parts = range(self.partitions) if partition is None else [partition]
+        out: list[DeadEvent] = []
+        for p in parts:
+            k = self._keys[p]
+            rows = await self.redis.zrange(k.dead, 0, limit - 1, withscores=True)  # type: ignore[misc]
+            if not rows:
+                continue
+            ids = [m[4:MEMBER_LEN] for m, _ in rows]
+            blobs = await self.redis.hmget(k.payload, ids)  # type: ignore[misc]
+            infos = await self.redis.hmget(k.deadinfo, ids)  # type: ignore[misc]
+            for (m, died), blob, info in zip(rows, blobs, infos, strict=True):
+                error, attempts = "unknown", 0
+                if info is not None:
+                    try:
+                        error, attempts, _ = codec.unpack(info)
+                    except Exception:
+                        error = f"unreadable dead-letter info {info!r}"
+                event: Event | None = None
+                if blob is not None:
+                    with contextlib.suppress(MalformedEvent):
+                        event = codec.decode(blob)
+                _, event_id = codec.split_member(m)
+                out.append(DeadEvent(p, event_id, m, str(error), int(attempts), int(died), event))
+        return out
+
+    async def find_dead(self, event_id: int) -> int | None:
+        """The partition holding dead event ``event_id``, or None."""
+        id16 = codec.id_key(event_id)
+        calls = [(self._keys[p].deadinfo, id16) for p in range(self.partitions)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, field in calls:
+                pipe.hexists(key, field)
+            found = await pipe.execute()
+        for p, hit in enumerate(found):
+            if hit:
+                return p
+        return None
+
+    async def requeue_dead(self, partition: int, event_id: int) -> bool:
+        """Run a dead event again now, with its attempt count reset."""
+        k = self._keys[partition]
+        id16 = codec.id_key(event_id)
+        now = self.clock.now_ms()
+        for _ in range(10):
+            blob = await self.redis.hget(k.payload, id16)  # type: ignore[misc]
+            if blob is None:
+                return False  # nothing to run: drop it instead
+            try:
+                new_blob = codec.encode_event(codec.decode(blob), due_ms=now, attempts=0)
+            except MalformedEvent:
+                new_blob = blob  # requeue as is; it will come back here with its reason
+            result = int(
+                await _REQUEUE_DEAD(
+                    self.redis,
+                    (k.due, k.payload, k.dead, k.deadinfo),
+                    (id16, blob, new_blob, now, k.channel, k.wake_message(now)),
+                )
+            )
+            if result != -3:
+                return result == 1
+        return False
+
+    async def drop_dead(self, partition: int, event_id: int) -> bool:
+        """Delete a dead event for good (a durable one also needs its DB row deleted)."""
+        k = self._keys[partition]
+        id16 = codec.id_key(event_id)
+        member: bytes | None = None
+        async for m, _ in self.redis.zscan_iter(k.dead, match=b"*" + id16):  # type: ignore[attr-defined]
+            member = m
+            break
+        if member is None:
+            return False
+        return int(await _DROP_DEAD(self.redis, (k.dead, k.payload, k.deadinfo), (member,))) == 1
+
+    # --- reconciliation and stats ------------------------------------------------
+
+    async def missing(self, partition: int, event_ids: Sequence[int]) -> list[int]:
+        """The ids among ``event_ids`` that ``partition`` does not know (not pending, in
+        flight or dead)."""
+        if not event_ids:
+            return []
+        k = self._keys[partition]
+        ids = [codec.id_key(i) for i in event_ids]
+        out = await _MISSING(self.redis, (k.payload, k.inflight, k.batches), ids)
+        return [int(i, 16) for i in out]
+
+    async def stats(self, partitions: Iterable[int] | None = None) -> list[PartitionStats]:
+        """Depth, in-flight, dead and lag (now - oldest due, 0 if none overdue) per partition."""
+        parts = list(range(self.partitions) if partitions is None else partitions)
+        if not parts:
+            return []
+        now = self.clock.now_ms()
+        calls = []
+        for p in parts:
+            k = self._keys[p]
+            calls.append(((k.due, k.inflight, k.batches, k.dead), (now,)))
+        rows = await self._pipelined(_STATS, calls)
+        out = []
+        for p, (depth, ready, inflight, dead, head) in zip(parts, rows, strict=True):
+            oldest = _score(head)
+            lag = max(0, now - oldest) if oldest is not None else 0
+            out.append(PartitionStats(p, depth, ready, inflight, dead, oldest, lag))
+        return out
+
+
+def _due_message(due_ms: object, now: int, latest: int) -> str:
+    if type(due_ms) is not int:
+        return f"due_ms must be an int of ms since the epoch, got {due_ms!r}"
+    if due_ms < 0:
+        return f"due_ms {due_ms} is negative"
+    ahead_days = (due_ms - now) / 86_400_000
+    return (
+        f"due_ms {due_ms} is {ahead_days:.0f} days ahead; the queue accepts at most "
+        f"{(latest - now) / 86_400_000:.0f} days (is it in seconds instead of ms?)"
+    )
+
+
+def _invalid(event: NewEvent, now: int, latest: int) -> ScheduleError:
+    """Name the first thing wrong with ``event`` (the slow path of ``schedule_many``)."""
+    kind = event.kind
+    if type(kind) is not str or not 0 < len(kind) <= KIND_MAX_LEN:
+        return ScheduleError(f"kind must be a str of 1..{KIND_MAX_LEN} chars, got {kind!r}")
+    due = event.due_ms
+    if type(due) is not int or not 0 <= due <= latest:
+        return ScheduleError(f"event {kind!r}: {_due_message(due, now, latest)}")
+    if type(event.priority) is not int or not PRIORITY_MIN <= event.priority <= PRIORITY_MAX:
+        return ScheduleError(
+            f"event {kind!r}: priority must be an int in {PRIORITY_MIN}..{PRIORITY_MAX}, "
+            f"got {event.priority!r}"
+        )
+    if type(event.village_id) is not int:
+        return ScheduleError(f"event {kind!r}: village_id must be an int, got {event.village_id!r}")
+    if type(event.payload) is not dict:
+        return ScheduleError(f"event {kind!r}: payload must be a dict, got {event.payload!r}")
+    return ScheduleError(f"event {kind!r}: id must be an int in 1..2**63-1, got {event.id!r}")
+
+
+def check_new_event(event: NewEvent, now: int, latest: int) -> None:
+    """Raise ScheduleError unless ``event`` can be scheduled (due at most ``latest``)."""
+    eid = event.id
+    if not (
+        type(event.due_ms) is int
+        and 0 <= event.due_ms <= latest
+        and type(event.priority) is int
+        and PRIORITY_MIN <= event.priority <= PRIORITY_MAX
+        and type(event.kind) is str
+        and 0 < len(event.kind) <= KIND_MAX_LEN
+        and type(event.village_id) is int
+        and type(event.payload) is dict
+        and (eid is None or (type(eid) is int and 0 < eid <= _ID_MAX))
+    ):
+        raise _invalid(event, now, latest)

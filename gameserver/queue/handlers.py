@@ -1,0 +1,143 @@
+"""Event handlers: registered per kind, called with a batch of events of that kind."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from gameserver.queue.constants import HANDLER_TIMEOUT_S, KIND_MAX_LEN
+from gameserver.queue.events import Event, NewEvent
+from gameserver.queue.policy import RetryPolicy
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from gameserver.queue.eventqueue import EventQueue
+
+
+class HandlerContext:
+    """What a handler gets besides its events.
+
+    ``session`` is the AsyncSession of the transaction that also deletes the
+    events' ``scheduled_events`` rows and records them as processed (durable
+    handlers only). Follow-up events go through ``schedule``: a durable
+    handler's follow-ups are written in the same transaction and indexed in
+    Redis after the commit; ``touch_players`` names players whose snapshot
+    version is bumped after the commit.
+    """
+
+    __slots__ = ("_session", "new_events", "now_ms", "partition", "players", "queue")
+
+    def __init__(
+        self,
+        queue: EventQueue,
+        partition: int,
+        now_ms: int,
+        session: AsyncSession | None = None,
+    ) -> None:
+        self.queue = queue
+        self.partition = partition
+        self.now_ms = now_ms
+        self._session = session
+        self.new_events: list[NewEvent] = []
+        self.players: set[int] = set()
+
+    @property
+    def session(self) -> AsyncSession:
+        if self._session is None:
+            raise RuntimeError(
+                "this handler was registered with durable=False and has no DB session; "
+                "register it with durable=True to use ctx.session"
+            )
+        return self._session
+
+    @property
+    def has_session(self) -> bool:
+        return self._session is not None
+
+    def schedule(self, event: NewEvent) -> None:
+        """Schedule a follow-up event once this handler's work has committed."""
+        self.new_events.append(event)
+
+    def schedule_many(self, events: Iterable[NewEvent]) -> None:
+        self.new_events.extend(events)
+
+    def touch_players(self, player_ids: Iterable[int]) -> None:
+        """Bump these players' snapshot versions after the commit (their view changed)."""
+        self.players.update(player_ids)
+
+
+class Handler(Protocol):
+    """``async def handler(ctx, events)``: run a batch of consecutive events of one kind.
+
+    Prefer set-based DB statements over a loop of per-event queries: a batch
+    can hold hundreds of events. Raising fails the batch; the worker then runs
+    its events one by one so only the bad one is retried.
+    """
+
+    def __call__(self, ctx: HandlerContext, events: list[Event], /) -> Awaitable[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    kind: str
+    handler: Handler
+    durable: bool
+    timeout_s: float
+    retry: RetryPolicy
+
+
+class HandlerRegistry:
+    """Maps event kinds to handlers."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, Registration] = {}
+
+    def register(
+        self,
+        kind: str,
+        handler: Handler,
+        *,
+        durable: bool = True,
+        timeout_s: float = HANDLER_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """Run ``handler`` for events of ``kind``.
+
+        ``durable=True``: the handler runs in a DB transaction (``ctx.session``)
+        that deletes the events' ``scheduled_events`` rows and records them in
+        ``processed_events``, so its effects happen exactly once.
+        ``durable=False``: no transaction (in-memory work; at-least-once).
+        A call running longer than ``timeout_s`` is cancelled and counts as a failure.
+        """
+        if not kind or len(kind) > KIND_MAX_LEN:
+            raise ValueError(f"kind must be 1..{KIND_MAX_LEN} chars, got {kind!r}")
+        if kind in self._by_kind:
+            raise ValueError(f"a handler for {kind!r} is already registered")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        self._by_kind[kind] = Registration(
+            kind, handler, durable, timeout_s, retry or RetryPolicy()
+        )
+
+    def handler(self, kind: str, **options: object) -> Callable[[Handler], Handler]:
+        """Decorator form of ``register``."""
+
+        def decorate(handler: Handler) -> Handler:
+            self.register(kind, handler, **options)  # type: ignore[arg-type]
+            return handler
+
+        return decorate
+
+    def get(self, kind: str) -> Registration | None:
+        return self._by_kind.get(kind)
+
+    def kinds(self) -> list[str]:
+        return sorted(self._by_kind)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._by_kind
+
+    def __len__(self) -> int:
+        return len(self._by_kind)

@@ -1,0 +1,306 @@
+"""The worker of one partition: claim a batch, run its handlers, ack, repeat; sleep when idle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import operator
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from common.snapshot_versions import bump_versions
+from gameserver.config import TaskServerConfig
+from gameserver.metrics import QueueMetrics
+from gameserver.queue import durable
+from gameserver.queue.claims import ClaimLine
+from gameserver.queue.eventqueue import EventQueue, check_new_event
+from gameserver.queue.events import Claim, Event, NewEvent
+from gameserver.queue.handlers import HandlerContext, HandlerRegistry, Registration
+from gameserver.queue.policy import RetryPolicy
+
+log = logging.getLogger(__name__)
+_is_durable = operator.attrgetter("durable")
+
+_DEAD_NOW = RetryPolicy(max_attempts=1)  # unknown kinds: no point in retrying on this process
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What running one batch left to do after the handlers' transactions committed."""
+
+    failures: list[tuple[Event, str, RetryPolicy]] = field(default_factory=list)
+    deferred: list[tuple[Event, int]] = field(default_factory=list)
+    follow_durable: list[Event] = field(default_factory=list)
+    follow_memory: list[NewEvent] = field(default_factory=list)
+    players: set[int] = field(default_factory=set)
+    redelivered: int = 0
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "handler timed out"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class PartitionWorker:
+    """Runs the events of one partition in order until ``stop()``.
+
+    Loop: claim up to ``batch_size`` due events (one Lua call), run them in
+    groups of consecutive same-kind events, then ack the batch. With
+    ``prefetch`` the next claim (carrying the previous ack) is sent before the
+    current batch runs, so Redis and Python work in parallel. When nothing is
+    due the worker sleeps until the earliest due time or lease deadline, or
+    until ``wake`` is set (an earlier event was scheduled).
+    """
+
+    def __init__(
+        self,
+        queue: EventQueue,
+        partition: int,
+        registry: HandlerRegistry,
+        *,
+        sessions: async_sessionmaker[AsyncSession] | None,
+        config: TaskServerConfig | None = None,
+        metrics: QueueMetrics | None = None,
+        lease_valid: Callable[[], bool] | None = None,
+        burst: bool = False,
+    ) -> None:
+        self.queue = queue
+        self.partition = partition
+        self.registry = registry
+        self.sessions = sessions
+        self.config = config or TaskServerConfig()
+        self.metrics = metrics or QueueMetrics()
+        self.lease_valid = lease_valid or (lambda: True)
+        self.burst = burst
+        self.wake = asyncio.Event()
+        self.wake_before = math.inf  # while sleeping: news of an event due before this wakes us
+        self.drained = asyncio.Event()  # burst mode: nothing due is left
+        self._stopping = False
+        self._held: set[bytes] = set()  # tokens of our in-flight batches, renewed periodically
+        label = str(partition)
+        self._claimed = self.metrics.claimed.labels(label)
+        self._acked = self.metrics.acked.labels(label)
+        self._retried = self.metrics.retried.labels(label)
+        self._dead = self.metrics.dead.labels(label)
+        self._redelivered = self.metrics.redelivered.labels(label)
+        self._latency: dict[str, Any] = {}
+
+    def stop(self) -> None:
+        """Finish the batch in hand, hand back a prefetched one, and return from ``run``."""
+        self._stopping = True
+        self.wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    async def run(self) -> None:
+        renewer = asyncio.create_task(self._renew_loop(), name=f"renew-{self.partition}")
+        try:
+            await self._loop()
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+    # --- the loop -----------------------------------------------------------
+
+    async def _loop(self) -> None:
+        q, cfg = self.queue, self.config
+        line = ClaimLine(q, self.partition, cfg.batch_size, cfg.claim_lease_ms)
+        unacked: bytes | None = None  # a finished batch whose ack rides on the next claim
+        fresh = False  # the claim in flight was sent after clearing ``wake``
+        try:
+            while not self._stopping and self.lease_valid():
+                if not line.pending:
+                    self.wake.clear()  # before the claim: a wake-up after it is not lost
+                    await line.send(unacked)
+                    unacked, fresh = None, True
+                token, acked, reply = await line.receive()
+                was_fresh, fresh = fresh, False
+                if acked is not None:
+                    self._held.discard(acked)
+                if reply[0]:
+                    self._held.add(token)
+                    if cfg.prefetch and not self._stopping:
+                        # Redis claims the next batch while this one runs
+                        await line.send(unacked)
+                        unacked = None
+                claim = line.decode(token, reply)
+                if claim:
+                    await self._run_batch(claim)
+                    unacked = claim.token
+                    continue
+                if not was_fresh:
+                    continue  # an empty prefetch: claim afresh before sleeping (wake-ups)
+                now = q.clock.now_ms()
+                if (
+                    self.burst
+                    and claim.next_deadline_ms is None
+                    and (claim.next_due_ms is None or claim.next_due_ms > now)
+                ):
+                    self.drained.set()
+                    return
+                deadline = now + cfg.max_idle_ms
+                for t in (claim.next_due_ms, claim.next_deadline_ms):
+                    if t is not None and t < deadline:
+                        deadline = t
+                self.wake_before = deadline
+                try:
+                    await q.clock.sleep_until(deadline, self.wake)
+                finally:
+                    self.wake_before = math.inf
+        finally:
+            try:
+                await self._wind_down(line, unacked)
+            except Exception:  # Redis is gone: the batches return when their lease expires
+                log.exception("partition %d: could not hand back in-flight batches", self.partition)
+            finally:
+                await line.close()
+
+    async def _wind_down(self, line: ClaimLine, unacked: bytes | None) -> None:
+        """Hand back claimed batches that never ran, and ack the last finished one."""
+        q, p = self.queue, self.partition
+        while line.pending:
+            token, acked, reply = await line.receive()
+            if acked is not None:
+                self._held.discard(acked)
+            if reply[0]:
+                await q.release(p, token)
+        if unacked is not None:
+            await q.ack(p, unacked)
+            self._held.discard(unacked)
+
+    async def _renew_loop(self) -> None:
+        clock = self.queue.clock
+        while True:
+            await clock.sleep_until(clock.now_ms() + self.config.renew_every_ms)
+            if self._held:
+                try:
+                    await self.queue.renew(
+                        self.partition, list(self._held), self.config.claim_lease_ms
+                    )
+                except Exception:
+                    log.exception("partition %d: renewing in-flight leases failed", self.partition)
+
+    # --- running a batch ----------------------------------------------------------
+
+    async def _run_batch(self, claim: Claim) -> None:
+        q, p = self.queue, self.partition
+        events = claim.events
+        self._claimed.inc(len(events) + len(claim.bad) + claim.missing)
+        if claim.missing:
+            log.error("partition %d: %d queue entries had no payload (dead)", p, claim.missing)
+            self._dead.inc(claim.missing)
+        if claim.bad:
+            for member, reason in claim.bad:
+                log.error("partition %d: malformed entry %r: %s", p, member, reason)
+            self._dead.inc(await q.bury(p, claim.token, claim.bad))
+        out = _Outcome()
+        n = len(events)
+        i = 0
+        while i < n:
+            kind = events[i].kind
+            j = i + 1
+            while j < n and events[j].kind == kind:
+                j += 1
+            group = events if (i == 0 and j == n) else events[i:j]
+            i = j
+            reg = self.registry.get(kind)
+            if reg is None:
+                for event in group:
+                    out.failures.append((event, f"unknown event kind {kind!r}", _DEAD_NOW))
+                continue
+            await self._run_group(reg, group, out)
+        await self._finish(claim, out, n)
+
+    async def _run_group(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
+        try:
+            if reg.durable or True in map(_is_durable, group):
+                await self._call_durable(reg, group, out)
+            else:
+                await self._call_memory(reg, group, out)
+        except Exception as exc:
+            if len(group) == 1:
+                log.warning(
+                    "partition %d: %s event %d failed: %s",
+                    self.partition, reg.kind, group[0].id, _describe(exc),
+                    exc_info=not isinstance(exc, TimeoutError),
+                )  # fmt: skip
+                out.failures.append((group[0], _describe(exc), reg.retry))
+                return
+            # isolate the bad event: run the batch's events one by one
+            for event in group:
+                await self._run_group(reg, [event], out)
+
+    def _observe(self, kind: str, started: float) -> None:
+        child = self._latency.get(kind)
+        if child is None:
+            child = self._latency[kind] = self.metrics.latency.labels(kind)
+        child.observe(time.perf_counter() - started)
+
+    async def _call_memory(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
+        ctx = HandlerContext(self.queue, self.partition, self.queue.clock.now_ms())
+        started = time.perf_counter()
+        async with asyncio.timeout(reg.timeout_s):
+            await reg.handler(ctx, group)
+        self._observe(reg.kind, started)
+        for new in ctx.new_events:  # a bad follow-up fails this call, not the worker
+            check_new_event(new, ctx.now_ms, ctx.now_ms + self.queue.max_ahead_ms)
+        out.follow_memory.extend(ctx.new_events)
+        out.players.update(ctx.players)
+
+    async def _call_durable(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
+        if self.sessions is None:
+            raise RuntimeError("durable events need a database; this worker has none")
+        now = self.queue.clock.now_ms()
+        async with self.sessions() as session, session.begin():
+            run, deferred = await durable.take_events(session, group, now)
+            ctx = HandlerContext(self.queue, self.partition, now, session)
+            follow: list[Event] = []
+            if run:
+                await durable.record_processed(session, run, now)
+                started = time.perf_counter()
+                async with asyncio.timeout(reg.timeout_s):
+                    await reg.handler(ctx, run)
+                self._observe(reg.kind, started)
+                if ctx.new_events:
+                    follow = await durable.add_durable_events(
+                        session, ctx.new_events, clock=self.queue.clock, ids=self.queue.ids
+                    )
+        # committed: the effects and the processed records are durable now
+        out.redelivered += len(group) - len(run) - len(deferred)
+        out.deferred.extend(deferred)
+        out.follow_durable.extend(follow)
+        out.players.update(ctx.players)
+
+    async def _finish(self, claim: Claim, out: _Outcome, n: int) -> None:
+        q, p, token = self.queue, self.partition, claim.token
+        failed = len(out.failures)
+        if out.failures:
+            by_policy: dict[RetryPolicy, list[tuple[Event, str]]] = {}
+            for event, error, policy in out.failures:
+                by_policy.setdefault(policy, []).append((event, error))
+            for policy, failures in by_policy.items():
+                retried, dead = await q.retry(p, token, failures, policy)
+                self._retried.inc(retried)
+                self._dead.inc(dead)
+        if out.deferred:
+            await q.defer(p, token, out.deferred)
+        if out.redelivered:
+            self._redelivered.inc(out.redelivered)
+        self._acked.inc(n - failed - len(out.deferred))
+        if out.follow_durable:
+            await q.index(out.follow_durable)
+        if out.follow_memory:
+            await q.schedule_many(out.follow_memory)
+        if out.players:
+            await bump_versions(q.redis, q.prefix, out.players, q.clock.now_ms())  # type: ignore[arg-type]

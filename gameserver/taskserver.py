@@ -1,0 +1,344 @@
+"""The task server: holds partition leases and runs one worker per partition it holds.
+
+Besides the workers it runs the wake-up listener, the reconciler, the metrics
+endpoint and an APScheduler ``AsyncIOScheduler`` that other periodic jobs
+plug into (``add_job``; the tick of issue 4 goes there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from redis.asyncio.cluster import RedisCluster
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from common.clock import SYSTEM_CLOCK, Clock
+from common.errors import FatalError
+from common.redis_conn import AnyRedis
+from common.settings import Settings
+from db.engine import check_database, create_engine, session_factory
+from db.migrate import current_revision, require_current
+from gameserver.config import TaskServerConfig
+from gameserver.leases import LeaseManager
+from gameserver.metrics import MetricsServer, QueueMetrics
+from gameserver.queue.constants import PARTITION_LEASE_GROUP
+from gameserver.queue.eventqueue import EventQueue
+from gameserver.queue.handlers import HandlerRegistry
+from gameserver.queue.reconciler import Reconciler
+from gameserver.queue.worker import PartitionWorker
+from gameserver.redis_client import connect
+from gameserver.wake import WakeListener
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[["TaskServer"], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Running:
+    worker: PartitionWorker
+    task: asyncio.Task[None]
+
+
+class TaskServer:
+    """Runs the timed events of the partitions this process holds, until ``stop()``.
+
+    ``burst=True`` takes every free partition, runs what is due now and
+    returns (for tests and one-off catch-up runs; do not mix with running
+    servers).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: HandlerRegistry,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        config: TaskServerConfig | None = None,
+        burst: bool = False,
+        owner: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.clock = clock
+        self.config = config or TaskServerConfig()
+        self.burst = burst
+        self.owner = owner
+        self.metrics = QueueMetrics()
+        self.scheduler = AsyncIOScheduler()
+        self.redis: AnyRedis | None = None
+        self.engine: AsyncEngine | None = None
+        self.sessions: async_sessionmaker[AsyncSession] | None = None
+        self.queue: EventQueue | None = None
+        self.leases: LeaseManager | None = None
+        self.reconciler: Reconciler | None = None
+        self.wake: WakeListener | None = None
+        self.metrics_server: MetricsServer | None = None
+        self.started = asyncio.Event()  # set after the first lease heartbeat
+        self._stop = asyncio.Event()
+        self._workers: dict[int, _Running] = {}
+        self._startup: list[Hook] = []
+        self._shutdown_hooks: list[Hook] = []
+
+    # --- extension points -------------------------------------------------------
+
+    def add_job(self, func: Callable[..., Any], seconds: float, **options: Any) -> None:
+        """Run ``func`` every ``seconds`` on the scheduler; overruns coalesce, never stack."""
+        options.setdefault("coalesce", True)
+        options.setdefault("max_instances", 1)
+        self.scheduler.add_job(func, "interval", seconds=seconds, **options)
+
+    def on_startup(self, hook: Hook) -> None:
+        """Await ``hook(server)`` once Redis and the DB are open (e.g. to start shard leases)."""
+        self._startup.append(hook)
+
+    def on_shutdown(self, hook: Hook) -> None:
+        self._shutdown_hooks.append(hook)
+
+    @property
+    def held(self) -> frozenset[int]:
+        return self.leases.held if self.leases is not None else frozenset()
+
+    def stop(self) -> None:
+        """Ask the server to stop: workers finish their batch, leases are handed back."""
+        self._stop.set()
+
+    # --- open and close ------------------------------------------------------------
+
+    async def _open(self) -> None:
+        settings = self.settings
+        self.redis = await connect(settings)
+        self.engine = create_engine(settings)
+        await check_database(self.engine)
+        await require_current(self.engine, settings)
+        self.sessions = session_factory(self.engine)
+        self.queue = EventQueue(
+            self.redis,
+            prefix=settings.redis_prefix,
+            partitions=settings.queue_partitions,
+            clock=self.clock,
+        )
+        await self.queue.load_scripts()
+
+    async def _close(self) -> None:
+        if self.queue is not None:
+            await self.queue.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
+            self.redis = None
+        if self.engine is not None:
+            await self.engine.dispose()
+            self.engine = None
+
+    async def check(self) -> list[str]:
+        """Connect to Redis and the DB and verify the schema; return a line per check.
+
+        Raises a FatalError (UnreachableError, MigrationError) naming what is wrong.
+        """
+        try:
+            await self._open()
+            assert self.redis is not None and self.engine is not None
+            kind = "cluster" if isinstance(self.redis, RedisCluster) else "single node"
+            revision = await current_revision(self.engine)
+            return [
+                f"redis: ok ({kind}, prefix {self.settings.redis_prefix!r})",
+                f"database: ok (schema revision {revision})",
+                f"handlers: {', '.join(self.registry.kinds()) or 'none'}",
+            ]
+        finally:
+            await self._close()
+
+    # --- running -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until ``stop()`` (or, in burst mode, until nothing is due)."""
+        try:
+            await self._open()
+        except BaseException:
+            await self._close()
+            raise
+        assert self.redis is not None and self.queue is not None and self.sessions is not None
+        cfg = self.config
+        background: list[asyncio.Task[None]] = []
+        lease_task: asyncio.Task[None] | None = None
+        try:
+            port = self.settings.gameserver_metrics_port
+            if port:
+                try:
+                    self.metrics_server = self.metrics.serve(port)
+                except OSError as exc:
+                    raise FatalError(
+                        f"GAMESERVER_METRICS_PORT: cannot listen on {port}: {exc}"
+                    ) from None
+            for hook in self._startup:
+                await hook(self)
+            self.wake = WakeListener(self.redis, self.settings.redis_prefix)
+            background.append(asyncio.create_task(self.wake.run(), name="wake"))
+            self.reconciler = Reconciler(
+                self.queue,
+                self.sessions,
+                lambda: self.held,
+                every_ms=cfg.reconcile_every_ms,
+                marker_check_ms=cfg.marker_check_ms,
+                metrics=self.metrics,
+            )
+            if not self.burst:
+                background.append(asyncio.create_task(self.reconciler.run(), name="reconciler"))
+            self.leases = LeaseManager(
+                self.redis,
+                prefix=self.settings.redis_prefix,
+                group=PARTITION_LEASE_GROUP,
+                count=self.settings.queue_partitions,
+                ttl_ms=cfg.partition_lease_ttl_ms,
+                heartbeat_ms=cfg.partition_heartbeat_ms,
+                owner=self.owner,
+                greedy=self.burst,
+                on_change=self._on_change,
+                before_release=self._before_release,
+            )
+            lease_task = asyncio.create_task(self.leases.run(), name="leases")
+            self.add_job(self._refresh_stats, cfg.stats_every_s, name="queue-stats")
+            self.scheduler.start()
+            if self.burst:
+                await self._until_drained()
+            else:
+                await self._stop.wait()
+        finally:
+            await self._shutdown(background, lease_task)
+
+    async def _until_drained(self) -> None:
+        everything = frozenset(range(self.settings.queue_partitions))
+        while not self._stop.is_set():
+            running = list(self._workers.values())
+            if (
+                self.held == everything
+                and len(running) == len(everything)
+                and all(r.worker.drained.is_set() and r.task.done() for r in running)
+            ):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), 0.05)
+
+    async def _shutdown(
+        self, background: list[asyncio.Task[None]], lease_task: asyncio.Task[None] | None
+    ) -> None:
+        if self.leases is not None:
+            self.leases.stop()
+        if lease_task is not None:
+            with contextlib.suppress(Exception):
+                await lease_task
+        await self._stop_workers(list(self._workers))
+        if self.leases is not None:
+            await self.leases.release_all()  # others take over at once, not after the TTL
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        for hook in self._shutdown_hooks:
+            try:
+                await hook(self)
+            except Exception:
+                log.exception("shutdown hook failed")
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+            self.metrics_server = None
+        await self._close()
+
+    # --- partitions ----------------------------------------------------------------------
+
+    async def _on_change(self, held: frozenset[int]) -> None:
+        assert self.queue is not None and self.reconciler is not None
+        self.metrics.held.set(len(held))
+        for p, running in list(self._workers.items()):
+            if running.task.done():
+                if self.burst and running.worker.drained.is_set():
+                    continue  # a burst runs each partition once
+                del self._workers[p]
+                if self.wake is not None:
+                    self.wake.detach(p)
+            elif p not in held:
+                running.worker.stop()  # lease lost: finish the batch in hand and stop
+        new = sorted(p for p in held if p not in self._workers)
+        if new and not self._stop.is_set():
+            for p in new:
+                # the previous owner is gone: its in-flight batches run again at once
+                await self.queue.recover(p)
+            if self.burst:
+                await self.reconciler.reconcile(new)
+            else:
+                self.reconciler.request(new)
+            for p in new:
+                self._start(p)
+        self.started.set()
+
+    def _start(self, partition: int) -> None:
+        assert self.queue is not None and self.leases is not None and self.wake is not None
+        worker = PartitionWorker(
+            self.queue,
+            partition,
+            self.registry,
+            sessions=self.sessions,
+            config=self.config,
+            metrics=self.metrics,
+            lease_valid=self.leases.valid,
+            burst=self.burst,
+        )
+        self.wake.attach(partition, worker)
+        task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")
+        self._workers[partition] = _Running(worker, task)
+
+    async def _supervise(self, worker: PartitionWorker) -> None:
+        """Run a worker; restart it after an unexpected error (Redis or DB down, a bug)."""
+        assert self.queue is not None
+        while True:
+            try:
+                await worker.run()
+                return
+            except Exception:
+                log.exception("partition %d: worker failed; restarting", worker.partition)
+            if worker.stopping or self._stop.is_set():
+                return
+            await asyncio.sleep(1)
+            with contextlib.suppress(Exception):
+                await self.queue.recover(worker.partition)
+
+    async def _before_release(self, partition: int) -> None:
+        await self._stop_workers([partition])
+
+    async def _stop_workers(self, partitions: list[int]) -> None:
+        running = [self._workers[p] for p in partitions if p in self._workers]
+        for r in running:
+            r.worker.stop()
+        tasks = [r.task for r in running]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.config.shutdown_grace_s)
+            for task in late:  # abandoned: its batch returns to *due* after its lease
+                log.warning("%s did not finish its batch in time; abandoning it", task.get_name())
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for p in partitions:
+            self._workers.pop(p, None)
+            if self.wake is not None:
+                self.wake.detach(p)
+
+    async def _refresh_stats(self) -> None:
+        if self.queue is None:
+            return
+        m = self.metrics
+        try:
+            for s in await self.queue.stats(sorted(self.held)):
+                label = str(s.partition)
+                m.depth.labels(label).set(s.depth)
+                m.ready.labels(label).set(s.ready)
+                m.inflight.labels(label).set(s.inflight)
+                m.dead_depth.labels(label).set(s.dead)
+                m.lag.labels(label).set(s.lag_ms / 1000)
+        except Exception as exc:
+            log.warning("queue stats refresh failed: %s", exc)

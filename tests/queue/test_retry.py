@@ -1,0 +1,176 @@
+"""Failures: backoff, dead letters with error and attempts, isolation, timeouts, bad entries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from redis.asyncio import Redis
+
+from common.clock import ManualClock
+from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
+from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from tests.queue.conftest import START_MS, Workers, eventually, settle
+
+
+class Recorder:
+    """A handler that records what it ran and fails for events whose payload says so."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+        self.ran: Counter[int] = Counter()
+
+    async def __call__(self, ctx: HandlerContext, events: list[Event]) -> None:
+        self.calls.append([e.id for e in events])
+        for e in events:
+            if e.payload.get("fail"):
+                raise LookupError(f"village {e.village_id} does not exist")
+            if e.payload.get("hang"):
+                await asyncio.sleep(3600)
+        self.ran.update(e.id for e in events)
+
+
+def _registry(rec: Recorder, **options: object) -> HandlerRegistry:
+    registry = HandlerRegistry()
+    registry.register("k", rec, durable=False, **options)  # type: ignore[arg-type]
+    return registry
+
+
+async def test_failures_back_off_then_die_with_error_and_attempts(
+    queue: EventQueue, clock: ManualClock, workers: Workers
+) -> None:
+    rec = Recorder()
+    policy = RetryPolicy(max_attempts=3, base_ms=1_000, max_ms=60_000)
+    bad = await queue.schedule(NewEvent("k", 0, START_MS, {"fail": True}))
+    worker = workers.start(queue, _registry(rec, retry=policy), 0)
+    await eventually(lambda: _calls(rec, 1))
+    await settle()
+    # failure 1 -> due again 1 s later, not before
+    await clock.advance(999)
+    await settle()
+    assert len(rec.calls) == 1
+    await clock.advance(1)
+    await eventually(lambda: _calls(rec, 2))
+    # failure 2 -> 2 s later
+    await clock.advance(1_999)
+    await settle()
+    assert len(rec.calls) == 2
+    await clock.advance(1)
+    await eventually(lambda: _calls(rec, 3))
+    # failure 3 = max_attempts -> dead
+    await eventually(lambda: _dead_count(queue, 1))
+    [dead] = await queue.dead()
+    assert (dead.id, dead.attempts) == (bad, 3)
+    assert dead.error == "LookupError: village 0 does not exist"
+    assert dead.event is not None and dead.event.payload == {"fail": True}
+    assert worker.metrics.retried.labels("0")._value.get() == 2
+    assert worker.metrics.dead.labels("0")._value.get() == 1
+    await clock.advance(3_600_000)
+    await settle()
+    assert len(rec.calls) == 3  # the dead stay dead
+    # an operator requeues it: it runs again, fails again, with a fresh attempt count
+    assert await queue.requeue_dead(0, bad) is True
+    await eventually(lambda: _calls(rec, 4))
+    assert await queue.drop_dead(0, bad) is False  # it is pending, not dead
+    [s] = await queue.stats([0])
+    assert s.depth == 1 and s.dead == 0
+
+
+async def test_a_bad_event_is_isolated_from_its_batch(
+    queue: EventQueue, clock: ManualClock, workers: Workers
+) -> None:
+    rec = Recorder()
+    ids = await queue.schedule_many(
+        [NewEvent("k", 0, START_MS, {"fail": i == 3}) for i in range(8)]
+    )
+    workers.start(queue, _registry(rec), 0)
+    await eventually(lambda: _ran(rec, 7))
+    assert rec.calls[0] == ids  # the whole batch at once first
+    assert rec.calls[1:] == [[i] for i in ids]  # then one by one
+    assert set(rec.ran) == set(ids) - {ids[3]}
+    # the successes of the failed batch call are not recorded: only the one-by-one runs count
+    assert all(n == 1 for n in rec.ran.values())
+    [s] = await queue.stats([0])
+    assert (s.depth, s.inflight) == (1, 0)  # the bad one waits for its retry
+
+
+async def test_a_hanging_handler_times_out_and_the_worker_goes_on(
+    queue: EventQueue, clock: ManualClock, workers: Workers
+) -> None:
+    rec = Recorder()
+    await queue.schedule(NewEvent("k", 0, START_MS, {"hang": True}))
+    ok = await queue.schedule(NewEvent("k", 4, START_MS + 1))
+    workers.start(queue, _registry(rec, timeout_s=0.2), 0)
+    await clock.advance(1)
+    await eventually(lambda: _ran(rec, 1))
+    assert list(rec.ran) == [ok]
+    [s] = await queue.stats([0])
+    assert s.depth == 1  # the hanging one is back for a retry
+
+
+async def test_unknown_kinds_and_malformed_entries_go_to_dead_letters(
+    queue: EventQueue, clock: ManualClock, workers: Workers, redis: Redis
+) -> None:
+    rec = Recorder()
+    unknown = await queue.schedule(NewEvent("nobody.handles.this", 0, START_MS))
+    k = queue.keys(0)
+    # an entry with garbage after a valid header, and one whose payload is missing
+    garbage = codec.encode(777, "k", 0, START_MS, 0, {}, 0, False)[:33] + b"\xc1garbage"
+    await redis.hset(k.payload, codec.id_key(777), garbage)
+    await redis.zadd(k.due, {codec.member(0, 777): START_MS})
+    await redis.zadd(k.due, {codec.member(0, 778): START_MS})
+    good = await queue.schedule(NewEvent("k", 0, START_MS + 1))
+    workers.start(queue, _registry(rec), 0)
+    await clock.advance(1)
+    await eventually(lambda: _ran(rec, 1))
+    await eventually(lambda: _dead_count(queue, 3))
+    dead = {d.id: d for d in await queue.dead()}
+    assert "unknown event kind 'nobody.handles.this'" in dead[unknown].error
+    assert dead[unknown].event is not None
+    assert dead[777].error.startswith("undecodable payload")
+    assert dead[777].event is None
+    assert dead[778].error == "payload missing"
+    assert list(rec.ran) == [good]
+    assert await queue.drop_dead(0, 778) is True
+    assert await queue.requeue_dead(0, 777) is True  # as is: it dies again
+    await eventually(lambda: _dead_count(queue, 2))
+    assert {d.id for d in await queue.dead()} == {unknown, 777}
+
+
+async def test_follow_ups_of_in_memory_handlers_are_scheduled(
+    queue: EventQueue, clock: ManualClock, workers: Workers, redis: Redis, redis_prefix: str
+) -> None:
+    seen: list[str] = []
+
+    async def chain(ctx: HandlerContext, events: list[Event]) -> None:
+        for e in events:
+            seen.append(e.payload["step"])
+            if e.payload["step"] == "first":
+                ctx.schedule(NewEvent("chain", e.village_id, ctx.now_ms + 500, {"step": "next"}))
+                ctx.touch_players([42])
+
+    registry = HandlerRegistry()
+    registry.register("chain", chain, durable=False)
+    await queue.schedule(NewEvent("chain", 0, START_MS, {"step": "first"}))
+    workers.start(queue, registry, 0)
+    await eventually(lambda: _len(seen, 1))
+    assert await redis.get(f"{redis_prefix}:snapver:42") is not None
+    await clock.advance(500)
+    await eventually(lambda: _len(seen, 2))
+    assert seen == ["first", "next"]
+
+
+async def _calls(rec: Recorder, n: int) -> bool:
+    return len(rec.calls) >= n
+
+
+async def _ran(rec: Recorder, n: int) -> bool:
+    return sum(rec.ran.values()) >= n
+
+
+async def _len(items: list[str], n: int) -> bool:
+    return len(items) >= n
+
+
+async def _dead_count(queue: EventQueue, n: int) -> bool:
+    return sum(s.dead for s in await queue.stats()) >= n
