@@ -28,8 +28,9 @@ from redis.exceptions import NoScriptError, ResponseError
 _CONNECT_TIMEOUT_S = 5.0
 
 
-def _pack(args: tuple[str | bytes | int, ...]) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
+def _pack(args: tuple[str | bytes | int, ...], head: bytes = b"") -> bytes:
+    """RESP of a command; ``head`` is already-encoded leading arguments (counted in the total)."""
+    out = [head]
     for arg in args:
         if isinstance(arg, str):
             arg = arg.encode()
@@ -121,12 +122,16 @@ class FastRedis:
 
     @staticmethod
     def _send(protocol: _Protocol, args: tuple[str | bytes | int, ...]) -> asyncio.Future[Any]:
+        return FastRedis._send_raw(protocol, _pack(args, b"*%d\r\n" % len(args)))
+
+    @staticmethod
+    def _send_raw(protocol: _Protocol, data: bytes) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         protocol.waiters.append(future)
         if not protocol.outgoing:  # the first command of this iteration schedules the send
             loop.call_soon(protocol.flush)
-        protocol.outgoing.append(_pack(args))
+        protocol.outgoing.append(data)
         return future
 
     async def execute(self, *args: str | bytes | int) -> Any:
@@ -138,8 +143,13 @@ class FastRedis:
     async def evalsha(
         self, script: Script, keys: tuple[str, ...], args: tuple[str | bytes | int, ...]
     ) -> Any:
+        protocol = self._protocol
+        if protocol is None or protocol.closed:
+            protocol = await self._connect()
+        params = (*keys, *args)
+        head = script.head(len(keys), len(params))
         try:
-            return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            return await self._send_raw(protocol, _pack(params, head))
         except NoScriptError:  # a restarted or flushed Redis: EVAL loads it again
             return await self.execute("EVAL", script.source, len(keys), *keys, *args)
 
@@ -153,3 +163,13 @@ class Script:
     def __init__(self, source: str) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
+        self._heads: dict[tuple[int, int], bytes] = {}
+
+    def head(self, n_keys: int, n_params: int) -> bytes:
+        """The encoded ``EVALSHA sha numkeys`` start of a call with ``n_params`` keys and args."""
+        head = self._heads.get((n_keys, n_params))
+        if head is None:
+            start = ("EVALSHA", self.sha, n_keys)
+            head = _pack(start, b"*%d\r\n" % (len(start) + n_params))
+            self._heads[n_keys, n_params] = head
+        return head
