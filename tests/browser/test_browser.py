@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
 from redis import Redis
 from sqlalchemy.engine import make_url
 
@@ -217,6 +217,31 @@ def new_page(browser: Browser, errors: list[str]) -> Page:
     return page
 
 
+@dataclass(frozen=True)
+class Polled:
+    url: str
+    headers: dict[str, str]
+    status: int
+
+    @classmethod
+    def of(cls, request: Request) -> Polled:
+        response = request.response()
+        return cls(request.url, request.headers, response.status if response else 0)
+
+
+def set_hidden(page: Page, hidden: bool) -> None:
+    """Make the page's document hidden or visible, as a tab switch does."""
+    page.evaluate(
+        """(hidden) => {
+            Object.defineProperty(document, 'hidden', {value: hidden, configurable: true});
+            Object.defineProperty(document, 'visibilityState',
+                {value: hidden ? 'hidden' : 'visible', configurable: true});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }""",
+        hidden,
+    )
+
+
 def test_two_players_play_in_chromium(stack: Stack) -> None:
     if not CHROMIUM.exists():
         pytest.fail(
@@ -240,6 +265,11 @@ def test_two_players_play_in_chromium(stack: Stack) -> None:
 
 def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str]) -> None:
     page = new_page(browser, errors)
+    polls: list[Polled] = []
+    page.on(
+        "requestfinished",
+        lambda r: polls.append(Polled.of(r)) if r.url.endswith("/api/snapshot") else None,
+    )
     page.goto(stack.url)
 
     # register in the page
@@ -342,7 +372,21 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     page.screenshot(path=str(ARTIFACTS / "alice.png"), full_page=True)
     bob_page.screenshot(path=str(ARTIFACTS / "bob.png"), full_page=True)
 
-    # log out: back to the form, and the session is gone
+    # polling: conditional requests answered 304; none while the tab is hidden; clock
+    # resync and a poll as soon as it shows again
+    assert any(r.headers.get("if-none-match") for r in polls), "no poll sent If-None-Match"
+    assert 304 in [r.status for r in polls if r.headers.get("if-none-match")]
+    polls.clear()
+    set_hidden(page, True)
+    page.evaluate("pollSoon(0)")  # what a command or a countdown at zero does
+    page.wait_for_timeout(1500)
+    assert [r.url for r in polls] == [], "the hidden tab polled"
+    with page.expect_request("**/api/time"), page.expect_request("**/api/snapshot"):
+        set_hidden(page, False)
+
+    # a reload keeps the session (an HttpOnly cookie); logging out ends it
+    page.reload()
+    expect(page.locator("#village-title")).to_contain_text("alice's village")
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_role("button", name="Log in")).to_be_visible()
     page.reload()

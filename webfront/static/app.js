@@ -194,7 +194,9 @@ async function poll() {
     const headers = { Accept: 'application/json' };
     if (state.etag) headers['If-None-Match'] = state.etag; // → 304 after one Redis read
     const res = await fetch('/api/snapshot', { headers, cache: 'no-store' });
-    if (res.status !== 304) {
+    if (res.status === 304) {
+      await res.text(); // read the empty body, or the request counts as aborted
+    } else {
       const snap = await readAnswer(res);
       if (session === state.session) {
         state.etag = res.headers.get('ETag');
