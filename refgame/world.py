@@ -18,6 +18,7 @@ __all__ = [
     "STARTING_BUILDINGS",
     "STARTING_STOCK",
     "STARTING_TROOPS",
+    "player_village_template",
     "village_caps",
     "village_rates",
     "village_template",
@@ -62,3 +63,8 @@ def village_template(world_speed: float, *, with_troops: bool = True) -> Village
         warehouse_cap=warehouse_cap,
         granary_cap=granary_cap,
     )
+
+
+def player_village_template(world_speed: float) -> VillageTemplate:
+    """A human player's first village: like a bot's, but without troops (train them)."""
+    return village_template(world_speed, with_troops=False)
