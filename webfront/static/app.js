@@ -422,13 +422,15 @@ async function loadMap() {
 function renderMap(map, v) {
   const at = new Map(map.villages.map((w) => [`${w.x},${w.y}`, w]));
   const grid = $('#map');
-  grid.style.gridTemplateColumns = `repeat(${map.max_x - map.min_x + 1}, 1fr)`;
+  grid.style.gridTemplateColumns = `repeat(${2 * MAP_RADIUS + 1}, 1fr)`;
   const cells = [];
-  for (let y = map.max_y; y >= map.min_y; y--) { // north (larger y) at the top
-    for (let x = map.min_x; x <= map.max_x; x++) {
+  // The whole window, also where it passes the map's edge, so the village stays in the middle.
+  for (let y = v.y + MAP_RADIUS; y >= v.y - MAP_RADIUS; y--) { // north (larger y) at the top
+    for (let x = v.x - MAP_RADIUS; x <= v.x + MAP_RADIUS; x++) {
       const w = at.get(`${x},${y}`);
       if (!w) {
-        cells.push(el('div', { class: 'cell', title: `(${x}|${y})` }));
+        const off = Math.abs(x) > map.map_radius || Math.abs(y) > map.map_radius;
+        cells.push(el('div', { class: off ? 'cell off' : 'cell', title: off ? 'off the map' : `(${x}|${y})` }));
         continue;
       }
       const own = String(w.player_id) === String(state.snap.player_id);
