@@ -5,11 +5,13 @@ subprocesses on a fresh SQLite world and the test Redis, at a high world speed
 so builds and marches take seconds. Two players: alice registers in the
 browser, bob through the API (then logs in in a second browser context).
 The test prepares two things directly in the database: bob's village is moved
-three fields from alice's (a short march) and alice is sure to have
-legionnaires. Everything else goes through the page: counters move, a build
-counts down and completes, training, an error message, an attack and a
-recalled raid with countdowns, the incoming attack on bob's side, the battle
-reports, logout. Screenshots go to ``artifacts/browser/``.
+three fields from alice's (a short march), and alice gets legionnaires if she
+has too few (human players start without troops; their upkeep is not charged,
+which does not matter for the test). Everything else goes through the page:
+counters move, a build counts down and completes, training, an error message,
+the map target, an attack and a recalled raid with countdowns, the incoming
+attack on bob's side, the battle reports, conditional polling that stops in a
+hidden tab, reload and logout. Screenshots go to ``artifacts/browser/``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -324,6 +325,12 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     attack = page.locator("#marches-out li[data-kind=attack]")
     expect(attack).to_contain_text("bob's village")
     expect(attack.locator(".countdown")).to_have_text(COUNTDOWN)
+
+    # ids are 64-bit: the page reads and writes them digit for digit (a JS number would
+    # round 385675733570707457 to ...456 and a recall would name another march)
+    big = "385675733570707457"
+    assert page.evaluate(f"String(parseJson('{{\"march_id\": {big}}}').march_id)") == big
+    assert page.evaluate(f"toJson(parseJson('{{\"march_id\": {big}}}'))") == f'{{"march_id":{big}}}'
 
     # a raid, recalled on its way: the troops come home (the recall names a 64-bit march id)
     home = page.locator("#home-legionnaire")
