@@ -298,9 +298,9 @@ async def _add_details(conn: AsyncConnection, villages: dict[int, dict[str, Any]
         .where(or_(March.origin_village_id.in_(ids), March.target_village_id.in_(ids)))
         .order_by(March.arrive_ms, March.id)
     ):
-        # a return march carries troops home to its target; other kinds from their origin
-        home = m.target_village_id if m.kind == "return" else m.origin_village_id
-        mine = home in villages
+        # A march's origin is its troops' home, on the way back too: a return march is
+        # coming home to its origin, and the village it leaves does not see it.
+        mine = m.origin_village_id in villages
         march = {
             "id": m.id,
             "kind": m.kind,
@@ -311,7 +311,11 @@ async def _add_details(conn: AsyncConnection, villages: dict[int, dict[str, Any]
             "troops": dict(m.troops) if mine else None,
             "loot": dict(m.loot or {}) if mine else None,
         }
-        if m.origin_village_id in villages:
+        if m.kind == "return":
+            if mine:
+                villages[m.origin_village_id]["marches_in"].append(march)
+            continue
+        if mine:
             villages[m.origin_village_id]["marches_out"].append(march)
         if m.target_village_id in villages:
             villages[m.target_village_id]["marches_in"].append(march)

@@ -186,3 +186,10 @@ async def test_attack_and_recall_through_the_api(client: Any, settings: Settings
         "/api/recall", json={"march_id": march["march_id"]}, headers=alice["auth"]
     )
     assert resp.status == 409 and (await resp.json())["error"]["code"] == "not_recallable"
+    alice_view = await (await client.get("/api/snapshot", headers=alice["auth"])).json()
+    coming_home = alice_view["villages"][0]["marches_in"]
+    assert [m["kind"] for m in coming_home] == ["return"]
+    assert coming_home[0]["troops"] == {"legionnaire": 5}
+    assert alice_view["villages"][0]["marches_out"] == []
+    bob_view = await (await client.get("/api/snapshot", headers=bob["auth"])).json()
+    assert bob_view["villages"][0]["marches_in"] == []  # troops leaving are not shown to bob
