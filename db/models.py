@@ -117,7 +117,7 @@ class Building(Base):
 class BuildOrder(Base):
     __tablename__ = "build_orders"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     village_id: Mapped[int] = mapped_column(
         ForeignKey("villages.id", ondelete="CASCADE"), index=True
     )
@@ -143,7 +143,7 @@ class Troop(Base):
 class TrainingOrder(Base):
     __tablename__ = "training_orders"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     village_id: Mapped[int] = mapped_column(
         ForeignKey("villages.id", ondelete="CASCADE"), index=True
     )
@@ -158,7 +158,7 @@ class March(Base):
 
     __tablename__ = "marches"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(String(16))  # attack, raid, reinforce, return
     origin_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
     target_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
@@ -202,7 +202,7 @@ class Report(Base):
     __tablename__ = "reports"
     __table_args__ = (Index("ix_reports_player_created", "player_id", "created_ms"),)
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     player_id: Mapped[int] = mapped_column(ForeignKey("players.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(16))
     title: Mapped[str] = mapped_column(String(128))

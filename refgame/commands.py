@@ -92,17 +92,19 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
     )
     plan = plan_build(kind, buildings, queued, tx.now_ms, tx.world_speed)
     await _pay(tx, village_id, plan.cost.as_dict())
-    order_id = tx.ids.next_id()
-    await tx.session.execute(
-        insert(BuildOrder).values(
-            id=order_id,
-            village_id=village_id,
-            kind=plan.kind,
-            target_level=plan.target_level,
-            started_ms=plan.start_ms,
-            done_ms=plan.done_ms,
+    order_id = (
+        await tx.session.execute(
+            insert(BuildOrder)
+            .values(
+                village_id=village_id,
+                kind=plan.kind,
+                target_level=plan.target_level,
+                started_ms=plan.start_ms,
+                done_ms=plan.done_ms,
+            )
+            .returning(BuildOrder.id)
         )
-    )
+    ).scalar_one()
     tx.schedule(BUILD_DONE, village_id, plan.done_ms, {"order_id": order_id})
     tx.touch_players([player_id])
     return {
@@ -131,17 +133,19 @@ async def train(
     )
     plan = plan_training(unit, count, barracks, list(queued), tx.now_ms, tx.world_speed)
     await _pay(tx, village_id, plan.cost.as_dict())
-    order_id = tx.ids.next_id()
-    await tx.session.execute(
-        insert(TrainingOrder).values(
-            id=order_id,
-            village_id=village_id,
-            unit=plan.unit,
-            count=plan.count,
-            started_ms=plan.start_ms,
-            done_ms=plan.done_ms,
+    order_id = (
+        await tx.session.execute(
+            insert(TrainingOrder)
+            .values(
+                village_id=village_id,
+                unit=plan.unit,
+                count=plan.count,
+                started_ms=plan.start_ms,
+                done_ms=plan.done_ms,
+            )
+            .returning(TrainingOrder.id)
         )
-    )
+    ).scalar_one()
     tx.schedule(TRAIN_DONE, village_id, plan.done_ms, {"order_id": order_id})
     tx.touch_players([player_id])
     return {
@@ -173,21 +177,25 @@ async def send_march(
     plan = plan_march(kind, troops, (origin.x, origin.y), (x, y), rally, tx.now_ms, tx.world_speed)
     if not await state.take_troops(tx.session, village_id, village_id, plan.troops):
         raise InsufficientTroops("not enough troops at home", wanted=dict(plan.troops))
-    march_id = tx.ids.next_id()
-    event_id = tx.schedule(MARCH, target.id, plan.arrive_ms, {"march_id": march_id})
-    await tx.session.execute(
-        insert(March).values(
-            id=march_id,
-            kind=plan.kind,
-            origin_village_id=origin.id,
-            target_village_id=target.id,
-            troops=dict(plan.troops),
-            loot={},
-            depart_ms=plan.depart_ms,
-            arrive_ms=plan.arrive_ms,
-            event_id=event_id,
+    # the march row first (its id is the event's payload), then its event, then the link
+    march_id = (
+        await tx.session.execute(
+            insert(March)
+            .values(
+                kind=plan.kind,
+                origin_village_id=origin.id,
+                target_village_id=target.id,
+                troops=dict(plan.troops),
+                loot={},
+                depart_ms=plan.depart_ms,
+                arrive_ms=plan.arrive_ms,
+                event_id=0,
+            )
+            .returning(March.id)
         )
-    )
+    ).scalar_one()
+    event_id = tx.schedule(MARCH, target.id, plan.arrive_ms, {"march_id": march_id})
+    await tx.session.execute(update(March).where(March.id == march_id).values(event_id=event_id))
     tx.touch_players([player_id, target.player_id])
     return {
         "march_id": march_id,

@@ -148,7 +148,6 @@ async def starvation(
     await state.change_rates(tx.session, village_id, due_ms, tx, {"crop": total_upkeep(deaths)})
     await state.add_report(
         tx.session,
-        tx.ids,
         info.player_id,
         "starvation",
         "Troops starved",
@@ -231,9 +230,7 @@ async def _reinforce(
     await state.add_troops(tx.session, target.id, origin.id, troops)
     body = reinforcement_report(troops, sender=_side(origin), receiver=_side(target), time_ms=at_ms)
     for player in {origin.player_id, target.player_id}:
-        await state.add_report(
-            tx.session, tx.ids, player, "reinforcement", body["title"], body, at_ms
-        )
+        await state.add_report(tx.session, player, "reinforcement", body["title"], body, at_ms)
     tx.touch_players([origin.player_id, target.player_id])
 
 
@@ -293,10 +290,10 @@ async def _battle(
         result, loot=loot, attacker=_side(origin), defender=_side(target), time_ms=at_ms
     )
     await state.add_report(
-        session, tx.ids, origin.player_id, "battle", attacker_body["title"], attacker_body, at_ms
+        session, origin.player_id, "battle", attacker_body["title"], attacker_body, at_ms
     )
     await state.add_report(
-        session, tx.ids, target.player_id, "battle", defender_body["title"], defender_body, at_ms
+        session, target.player_id, "battle", defender_body["title"], defender_body, at_ms
     )
     owners = [v.player_id for v in reinforcing_villages.values()]
     tx.touch_players([origin.player_id, target.player_id, *owners])

@@ -229,7 +229,6 @@ async def remove_losses(
 
 async def add_report(
     session: AsyncSession,
-    ids: IdGenerator,
     player_id: int | None,
     kind: str,
     title: str,
@@ -239,10 +238,9 @@ async def add_report(
     """File a report for ``player_id`` (nobody gets one for an abandoned village)."""
     if player_id is None:
         return None
-    report_id = ids.next_id()
-    await session.execute(
-        insert(Report).values(
-            id=report_id,
+    inserted = await session.execute(
+        insert(Report)
+        .values(
             player_id=player_id,
             kind=kind,
             title=title,
@@ -250,5 +248,6 @@ async def add_report(
             created_ms=at_ms,
             is_read=False,
         )
+        .returning(Report.id)
     )
-    return report_id
+    return int(inserted.scalar_one())

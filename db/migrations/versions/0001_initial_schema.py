@@ -34,7 +34,12 @@ def upgrade() -> None:
 
     op.create_table(
         "marches",
-        sa.Column("id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("origin_village_id", sa.BigInteger(), nullable=False),
         sa.Column("target_village_id", sa.BigInteger(), nullable=False),
@@ -143,7 +148,12 @@ def upgrade() -> None:
 
     op.create_table(
         "reports",
-        sa.Column("id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
         sa.Column(
             "player_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
         ),
@@ -192,7 +202,12 @@ def upgrade() -> None:
 
     op.create_table(
         "build_orders",
-        sa.Column("id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
         sa.Column(
             "village_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
         ),
@@ -230,7 +245,12 @@ def upgrade() -> None:
     )
     op.create_table(
         "training_orders",
-        sa.Column("id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
         sa.Column(
             "village_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
         ),
