@@ -131,7 +131,8 @@ class LeaseManager:
             except (RedisError, OSError) as exc:
                 log.warning("%s lease heartbeat failed: %s", self.group, exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.heartbeat_ms / 1000)
+                async with asyncio.timeout(self.heartbeat_ms / 1000):
+                    await self._stop.wait()
 
     def stop(self) -> None:
         self._stop.set()

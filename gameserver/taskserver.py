@@ -223,7 +223,8 @@ class TaskServer:
             ):
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), 0.05)
+                async with asyncio.timeout(0.05):
+                    await self._stop.wait()
 
     async def _shutdown(
         self, background: list[asyncio.Task[None]], lease_task: asyncio.Task[None] | None

@@ -131,7 +131,8 @@ class Reconciler:
         next_full = time.monotonic() + self.every_ms / 1000
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self.marker_check_ms / 1000)
+                async with asyncio.timeout(self.marker_check_ms / 1000):
+                    await self._kick.wait()
             self._kick.clear()
             todo: set[int] = set()
             try:

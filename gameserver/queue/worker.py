@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import operator
@@ -103,13 +102,13 @@ class PartitionWorker:
         return self._stopping
 
     async def run(self) -> None:
-        renewer = asyncio.create_task(self._renew_loop(), name=f"renew-{self.partition}")
+        done = asyncio.Event()
+        renewer = asyncio.create_task(self._renew_loop(done), name=f"renew-{self.partition}")
         try:
             await self._loop()
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            done.set()  # not cancel(): Python 3.11's wait_for can swallow a cancellation
+            await renewer
 
     # --- the loop -----------------------------------------------------------
 
@@ -179,10 +178,15 @@ class PartitionWorker:
             await q.ack(p, unacked)
             self._held.discard(unacked)
 
-    async def _renew_loop(self) -> None:
-        clock = self.queue.clock
+    async def _renew_loop(self, done: asyncio.Event) -> None:
+        """Extend our in-flight leases every ``renew_every_ms`` of real time (liveness)."""
         while True:
-            await clock.sleep_until(clock.now_ms() + self.config.renew_every_ms)
+            try:
+                async with asyncio.timeout(self.config.renew_every_ms / 1000):
+                    await done.wait()
+                return
+            except TimeoutError:
+                pass
             if self._held:
                 try:
                     await self.queue.renew(

@@ -1,0 +1,189 @@
+"""The task server in-process: burst runs, wake-ups without polling, metrics, clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from common.clock import ManualClock
+from common.embedded_redis import free_port
+from common.settings import Settings
+from gameserver import builtin
+from gameserver.config import TaskServerConfig
+from gameserver.queue import Event, EventQueue, NewEvent
+from gameserver.queue.durable import add_durable_events
+from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from gameserver.taskserver import TaskServer
+from tests.queue.conftest import START_MS, counts, eventually
+from tests.queue.testgame import EFFECT, MEMORY
+from tests.queue.testgame.handlers import register
+
+FAST = TaskServerConfig(
+    partition_lease_ttl_ms=1_000,
+    partition_heartbeat_ms=100,
+    marker_check_ms=100,
+    stats_every_s=0.1,
+    max_idle_ms=60_000,
+)
+
+
+@pytest.fixture
+def small(settings: Settings) -> Settings:
+    return settings.model_copy(update={"queue_partitions": 4, "gameserver_metrics_port": 0})
+
+
+def _registry() -> HandlerRegistry:
+    registry = HandlerRegistry()
+    builtin.register(registry)
+    register(registry)
+    return registry
+
+
+@pytest.fixture
+async def run_server() -> AsyncIterator[Callable[[TaskServer], asyncio.Task[None]]]:
+    running: list[tuple[TaskServer, asyncio.Task[None]]] = []
+
+    def start(server: TaskServer) -> asyncio.Task[None]:
+        task = asyncio.create_task(server.run())
+        running.append((server, task))
+        return task
+
+    yield start
+    for server, task in running:
+        server.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def test_burst_runs_what_is_due_and_returns(
+    small: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+) -> None:
+    queue = make_queue(partitions=4)
+    async with sessions() as session, session.begin():
+        durable = await add_durable_events(
+            session,
+            [NewEvent(EFFECT, v, START_MS - v) for v in range(40)],
+            clock=clock,
+            ids=queue.ids,
+        )
+    await queue.index(durable[:30])  # ten were never indexed: the burst reconciles them
+    await queue.schedule_many([NewEvent(MEMORY, v, START_MS) for v in range(20)])
+    await queue.schedule(NewEvent(MEMORY, 1, START_MS + 60_000))  # not due: stays
+    server = TaskServer(small, _registry(), clock, config=FAST, burst=True)
+    await asyncio.wait_for(server.run(), 30)
+    assert await counts(sessions) == {"processed": 40, "effects": 40, "distinct": 40, "pending": 0}
+    stats = await queue.stats()
+    assert sum(s.depth for s in stats) == 1 and sum(s.inflight for s in stats) == 0
+    assert server.metrics.acked.labels("1")._value.get() > 0
+
+
+async def test_a_sleeping_worker_wakes_for_an_earlier_event(
+    small: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+    run_server: Callable[[TaskServer], asyncio.Task[None]],
+    redis: Redis,
+    redis_prefix: str,
+) -> None:
+    queue = make_queue(partitions=4)
+    seen: list[Event] = []
+
+    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+        seen.extend(events)
+
+    registry = HandlerRegistry()
+    registry.register("rec", record, durable=False)
+    await queue.schedule(NewEvent("rec", 2, START_MS + 3_600_000))
+    server = TaskServer(small, registry, clock, config=FAST)
+    task = run_server(server)
+    await asyncio.wait_for(server.started.wait(), 10)
+    assert server.wake is not None
+    await asyncio.wait_for(server.wake.ready.wait(), 10)
+
+    async def sleeping() -> bool:
+        return all(r.worker.wake_before < float("inf") for r in server._workers.values())
+
+    await eventually(sleeping)
+    # the clock does not move: only the wake-up can make the worker claim this one
+    await queue.schedule(NewEvent("rec", 2, START_MS, {"now": True}))
+
+    async def ran() -> bool:
+        return len(seen) == 1
+
+    await eventually(ran)
+    assert seen[0].payload == {"now": True}
+    server.stop()
+    await asyncio.wait_for(task, 15)
+    assert await redis.hgetall(f"{redis_prefix}:{{lease:queue}}:owners") == {}  # handed back
+
+
+async def test_metrics_are_served(
+    small: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+    run_server: Callable[[TaskServer], asyncio.Task[None]],
+) -> None:
+    port = free_port()
+    queue = make_queue(partitions=4)
+    await queue.schedule_many([NewEvent(builtin.NOOP, v, START_MS) for v in range(8)])
+    await queue.schedule(NewEvent(builtin.NOOP, 3, START_MS + 90_000))
+    server = TaskServer(
+        small.model_copy(update={"gameserver_metrics_port": port}), _registry(), clock, config=FAST
+    )
+    run_server(server)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return response.read().decode()
+
+    async def exported() -> bool:
+        try:
+            text = await asyncio.to_thread(scrape)
+        except OSError:
+            return False
+        return (
+            'gameserver_queue_acked_total{partition="0"} 2.0' in text
+            and 'gameserver_queue_depth{partition="3"} 1.0' in text
+        )
+
+    await eventually(exported)
+    text = await asyncio.to_thread(scrape)
+    assert 'gameserver_handler_seconds_count{kind="gameserver.noop"}' in text
+    assert "gameserver_queue_lag_seconds" in text
+    assert "gameserver_partitions_held 4.0" in text
+
+
+async def test_periodic_jobs_plug_into_the_scheduler(
+    small: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    run_server: Callable[[TaskServer], asyncio.Task[None]],
+    clock: ManualClock,
+) -> None:
+    ticks: list[int] = []
+    started: list[TaskServer] = []
+
+    async def tick() -> None:
+        ticks.append(1)
+
+    async def on_start(server: TaskServer) -> None:
+        started.append(server)
+
+    server = TaskServer(small, _registry(), clock, config=FAST)
+    server.add_job(tick, 0.05, name="tick")
+    server.on_startup(on_start)
+    run_server(server)
+
+    async def ticked() -> bool:
+        return len(ticks) >= 2
+
+    await eventually(ticked)
+    assert started == [server]
