@@ -182,5 +182,68 @@ def web(
     run_async(go)
 
 
+@cli.command()
+@click.option(
+    "--events", type=click.IntRange(1, 100_000_000), default=None,
+    help="events to schedule and drain  [default: 1,000,000; 20,000 with --handlers game]",
+)  # fmt: skip
+@click.option("--partitions", type=click.IntRange(1, 1024), default=16, show_default=True)
+@click.option("--batch", type=click.IntRange(1, 4000), default=1000, show_default=True,
+              help="events per claim (and per bare pop)")  # fmt: skip
+@click.option("--rate", type=click.FloatRange(1, 10_000_000), default=None,
+              help="steady load in events/s for the lateness run [default: half the measured "
+                   "dispatch rate]")  # fmt: skip
+@click.option("--steady-seconds", type=click.FloatRange(0, 3600), default=10, show_default=True,
+              help="length of the steady load (0: skip the lateness run)")  # fmt: skip
+@click.option(
+    "--handlers", type=click.Choice(["noop", "game"]), default="noop", show_default=True,
+    help="game: real march arrivals of the reference game",
+)  # fmt: skip
+@click.option("--villages", type=click.IntRange(2, 10_000_000), default=10_000,
+              show_default=True, help="world size for --handlers game")  # fmt: skip
+@click.option(
+    "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True,
+    help="database of --handlers game",
+)  # fmt: skip
+@click.option("--db-name", default="wgbench_queue", show_default=True, help="bench-owned database")
+@click.option("--pg-admin-url", default=DEFAULT_PG_ADMIN_URL, show_default=True)
+@click.option("--redis-url", default="redis://127.0.0.1:6379/0", show_default=True)
+@click.option("--prefix", default="wgbench_queue", show_default=True, help="bench Redis key prefix")
+@click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
+def queue(
+    events: int | None,
+    partitions: int,
+    batch: int,
+    rate: float | None,
+    steady_seconds: float,
+    handlers: str,
+    villages: int,
+    db: str,
+    db_name: str,
+    pg_admin_url: str,
+    redis_url: str,
+    prefix: str,
+    out: Path,
+) -> None:
+    """Queue: schedule and dispatch rates beside raw ZADD / Lua pop, lateness at a steady load."""
+    from bench import queue as q
+
+    async def go() -> None:
+        if handlers == "game":
+            await q.game_bench(
+                events=events or 20_000, villages=villages, partitions=partitions, batch=batch,
+                db=db, db_name=db_name, pg_admin_url=pg_admin_url, redis_url=redis_url,
+                prefix=prefix, out=out,
+            )  # fmt: skip
+        else:
+            await q.noop_bench(
+                events=events or 1_000_000, partitions=partitions, batch=batch, rate=rate,
+                steady_seconds=steady_seconds, redis_url=redis_url, prefix=prefix,
+                db_name=db_name, out=out,
+            )  # fmt: skip
+
+    run_async(go)
+
+
 def main() -> None:
     sys.exit(cli())

@@ -1,14 +1,58 @@
-"""Queue throughput and lateness beside a raw ZADD and a bare Lua batch pop."""
+"""Queue throughput and lateness beside a raw multi-member ZADD and a bare Lua batch pop.
+
+One run, in this order, all under a bench-owned Redis prefix:
+
+1. ceiling for scheduling: N events encoded as the queue stores them (member,
+   due ms, msgpack body) and pushed whole as sorted-set members with
+   multi-member ZADDs (redis-py, one pipeline per 10,000 events, as the
+   bench calls ``schedule_many``);
+2. ceiling for dispatch: the same events popped by a bare Lua script
+   (ZRANGEBYSCORE + ZREM, batches of the worker's size, one call per
+   partition per round trip, redis-py);
+3. ours: the same number of events through ``EventQueue.schedule_many``, then
+   drained by the real ``TaskServer`` (burst mode, one process, one worker per
+   partition) with a no-op in-memory handler: claim + handler + ack;
+4. lateness: events due spread over time at a steady rate (half the measured
+   dispatch rate unless ``--rate``), run by a ``TaskServer``; lateness is the
+   handler's start minus the event's due time.
+
+``--handlers game`` instead runs real march arrivals (battle, loot, reports,
+return march) of the reference game on a bench database, beside durable
+no-op events on the same database (the floor the queue's durable path sets).
+"""
 
 from __future__ import annotations
 
+import array
+import asyncio
+import contextlib
+import logging
+import math
 import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import msgpack
 from redis.asyncio import Redis
 
 from common.errors import FatalError
 
 _PREFIX_RE = re.compile(r"wgbench[A-Za-z0-9_-]*")
+TARGETS = {
+    "dispatch_per_s": 100_000,
+    "dispatch_ratio": 0.4,
+    "schedule_ratio": 0.7,
+    "lateness_p99_ms": 20.0,
+    "lateness_max_ms": 100.0,
+    "game_events_per_s": 3_000,
+}
+BENCH_KIND = "bench.noop"
+REDIS_BYTES_PER_EVENT = 260  # due member + payload blob in Redis, measured ~200-230
+PY_BYTES_PER_EVENT = 24  # lateness sample (8) and its share of chunk buffers
+SCHEDULE_CALL = 10_000  # events per schedule_many call (and per raw ZADD "call")
 
 
 def check_bench_prefix(prefix: str) -> str:
@@ -34,3 +78,761 @@ async def clear_prefix(redis: Redis, prefix: str) -> int:
     if batch:
         deleted += int(await redis.unlink(*batch))
     return deleted
+
+
+# ---- memory ------------------------------------------------------------------------------
+
+
+def _mem_available() -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+async def check_memory(redis: Redis, redis_url: str, events: int) -> dict[str, Any]:
+    """Refuse a size that would not fit in Redis (maxmemory) or in this machine's memory."""
+    info = await redis.info("memory")
+    need_redis = events * REDIS_BYTES_PER_EVENT
+    need_local = events * PY_BYTES_PER_EVENT
+    maxmemory = int(info.get("maxmemory", 0))
+    used = int(info.get("used_memory", 0))
+    gib = 2**30
+    if maxmemory and used + need_redis > maxmemory * 0.9:
+        raise FatalError(
+            f"{events:,} events need about {need_redis / gib:.1f} GiB in Redis, but its "
+            f"maxmemory is {maxmemory / gib:.1f} GiB with {used / gib:.1f} GiB used: "
+            "use a smaller --events"
+        )
+    local = redis_url.startswith("unix://") or any(
+        h in redis_url for h in ("127.0.0.1", "localhost", "[::1]")
+    )
+    available = _mem_available()
+    need_here = need_local + (need_redis if local else 0)
+    if available is not None and need_here > available * 0.8:
+        raise FatalError(
+            f"{events:,} events need about {need_here / gib:.1f} GiB of memory on this machine "
+            f"(Redis and the bench), but only {available / gib:.1f} GiB are available: "
+            "use a smaller --events"
+        )
+    return {"redis_used_bytes": used, "redis_maxmemory": maxmemory, "mem_available": available}
+
+
+# ---- the ceilings: the same event bytes through redis-py, with no queue logic -------------
+
+_POP = """
+local m = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #m > 0 then redis.call('ZREM', KEYS[1], unpack(m)) end
+return m
+"""
+_pack = msgpack.Packer().pack
+
+
+def raw_key(prefix: str, partition: int) -> str:
+    return f"{prefix}:raw:{{r{partition}}}"
+
+
+def _due(start_ms: int, i: int, rate: float | None) -> int:
+    return start_ms if rate is None else start_ms + int(i * 1000 / rate)
+
+
+def event_blob(i: int, due_ms: int) -> bytes:
+    """An event as the queue stores it: member (priority, id), due ms, msgpack body."""
+    body = _pack([i + 1, BENCH_KIND, i + 1, due_ms, 0, {"order_id": i + 1}, 0, False])
+    return b"%04x%016x%013d" % (32768, i + 1, due_ms) + body
+
+
+async def raw_zadd(
+    redis: Redis, prefix: str, partitions: int, events: int, start_ms: int, progress: Any
+) -> float:
+    """Encode ``events`` events and ZADD them (the whole blob as member), as many members per
+    command as fall in a partition, one pipeline per ``SCHEDULE_CALL`` events; return seconds.
+    """
+    keys = [raw_key(prefix, p) for p in range(partitions)]
+    started = time.perf_counter()
+    for call_start in range(0, events, SCHEDULE_CALL):
+        call_stop = min(events, call_start + SCHEDULE_CALL)
+        groups: dict[int, dict[bytes, int]] = {}
+        for i in range(call_start, call_stop):
+            group = groups.get(i % partitions)
+            if group is None:
+                group = groups[i % partitions] = {}
+            group[event_blob(i, start_ms)] = start_ms
+        async with redis.pipeline(transaction=False) as pipe:
+            for p, members in groups.items():
+                pipe.zadd(keys[p], members)
+            await pipe.execute()
+        progress.update(call_stop - call_start)
+    return time.perf_counter() - started
+
+
+async def bare_pop(
+    redis: Redis, prefix: str, partitions: int, batch: int, progress: Any
+) -> tuple[int, float]:
+    """Pop every raw event in batches of ``batch`` with a bare Lua script (ZRANGEBYSCORE +
+    ZREM), one call per non-empty partition per round trip; return (events, seconds)."""
+    sha = await redis.script_load(_POP)
+    keys = [raw_key(prefix, p) for p in range(partitions)]
+    left = list(range(partitions))
+    popped = 0
+    now = int(time.time() * 1000) + 10_000
+    started = time.perf_counter()
+    while left:
+        async with redis.pipeline(transaction=False) as pipe:
+            for p in left:
+                pipe.evalsha(sha, 1, keys[p], now, batch)
+            replies = await pipe.execute()
+        still = []
+        for p, members in zip(left, replies, strict=True):
+            popped += len(members)
+            progress.update(len(members))
+            if len(members) == batch:
+                still.append(p)
+        left = still
+    return popped, time.perf_counter() - started
+
+
+# ---- ours ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """What the bench handler saw: lateness per event, first start and last end."""
+
+    expected: int
+    lateness_ms: array.array[float] = field(default_factory=lambda: array.array("d"))
+    handled: int = 0
+    ready_at: float | None = None  # when the task server's workers started
+    first_start: float = math.inf
+    last_end: float = 0.0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: Any = None
+
+    def window_s(self) -> float:
+        """From the workers' start (or the first handler call) to the last handler's end."""
+        start = self.ready_at if self.ready_at is not None else self.first_start
+        return max(self.last_end - start, 1e-9)
+
+    def wrap(self, handler: Callable[[Any, list[Any]], Awaitable[None]] | None) -> Any:
+        async def handle(ctx: Any, events: list[Any]) -> None:
+            started = time.perf_counter()
+            now_ms = time.time() * 1000
+            if started < self.first_start:
+                self.first_start = started
+            self.lateness_ms.extend([now_ms - e.due_ms for e in events])
+            if handler is not None:
+                await handler(ctx, events)
+            self.handled += len(events)
+            self.last_end = time.perf_counter()
+            if self.progress is not None:
+                self.progress.update(len(events))
+            if self.handled >= self.expected:
+                self.done.set()
+
+        return handle
+
+
+async def schedule_ours(
+    queue: Any, events: int, start_ms: int, rate: float | None, progress: Any
+) -> float:
+    from gameserver.queue import NewEvent
+
+    started = time.perf_counter()
+    for call_start in range(0, events, SCHEDULE_CALL):
+        call_stop = min(events, call_start + SCHEDULE_CALL)
+        chunk = [
+            NewEvent(BENCH_KIND, i + 1, _due(start_ms, i, rate), {"order_id": i + 1})
+            for i in range(call_start, call_stop)
+        ]
+        await queue.schedule_many(chunk)
+        progress.update(call_stop - call_start)
+    return time.perf_counter() - started
+
+
+def _quiet_logs() -> None:
+    for name in ("gameserver", "apscheduler", "webfront", "db", "refgame"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+async def run_task_server(
+    settings: Any,
+    registry: Any,
+    recorder: Recorder,
+    *,
+    burst: bool,
+    batch: int,
+    timeout_s: float,
+    ready: asyncio.Event | None = None,
+) -> float:
+    """Run a TaskServer until the recorder saw every event; return the wall seconds."""
+    from gameserver.config import TaskServerConfig
+    from gameserver.taskserver import TaskServer
+
+    server = TaskServer(settings, registry, config=TaskServerConfig(batch_size=batch), burst=burst)
+    started = time.perf_counter()
+    task = asyncio.create_task(server.run())
+    try:
+        waiter = asyncio.create_task(server.started.wait())
+        await asyncio.wait([waiter, task], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if server.started.is_set():
+            recorder.ready_at = time.perf_counter()
+        if task.done():
+            task.result()  # a failed start: raise its error
+        if ready is not None:
+            ready.set()
+        waiter = asyncio.create_task(recorder.done.wait())
+        finished, _ = await asyncio.wait(
+            [waiter, task], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        waiter.cancel()
+        if task in finished:
+            task.result()
+        if recorder.handled < recorder.expected:
+            raise FatalError(
+                f"the task server ran {recorder.handled:,} of {recorder.expected:,} events "
+                f"in {timeout_s:.0f} s"
+            )
+        return time.perf_counter() - started
+    finally:
+        server.stop()
+        with contextlib.suppress(Exception):
+            await task
+
+
+def bench_registry(recorder: Recorder) -> Any:
+    from gameserver import builtin
+    from gameserver.queue.handlers import HandlerRegistry
+
+    registry = HandlerRegistry()
+    builtin.register(registry)
+    registry.register(BENCH_KIND, recorder.wrap(None), durable=False)
+    return registry
+
+
+# ---- the no-op run -------------------------------------------------------------------------
+
+
+@dataclass
+class Rates:
+    events: int
+    seconds: float
+
+    @property
+    def per_s(self) -> float:
+        return self.events / max(self.seconds, 1e-9)
+
+
+def _lateness(values: Sequence[float]) -> dict[str, float]:
+    from bench.report import percentiles
+
+    return percentiles(values)
+
+
+async def noop_bench(
+    *,
+    events: int,
+    partitions: int,
+    batch: int,
+    rate: float | None,
+    steady_seconds: float,
+    redis_url: str,
+    prefix: str,
+    db_name: str,
+    out: Path,
+) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    from bench import report
+    from bench.databases import drop_database, fresh_database
+    from common.clock import SYSTEM_CLOCK
+    from common.redis_conn import check_redis
+    from gameserver.queue import EventQueue
+
+    _quiet_logs()
+    check_bench_prefix(prefix)
+    redis = Redis.from_url(redis_url)
+    database = None
+    try:
+        await check_redis(redis, redis_url)
+        memory = await check_memory(redis, redis_url, events)
+        await clear_prefix(redis, prefix)
+        database = await fresh_database(
+            "sqlite", db_name, redis_url, redis_prefix=prefix, queue_partitions=partitions,
+            gameserver_metrics_port=0, log_level="WARNING",
+        )  # fmt: skip
+        settings = database.settings
+        start_ms = int(time.time() * 1000)
+
+        with tqdm(total=events, desc="raw ZADD (ceiling)", unit="ev", unit_scale=True) as bar:
+            zadd_s = await raw_zadd(redis, prefix, partitions, events, start_ms, bar)
+        with tqdm(total=events, desc="bare Lua pop (ceiling)", unit="ev", unit_scale=True) as bar:
+            popped, pop_s = await bare_pop(redis, prefix, partitions, batch, bar)
+        if popped != events:
+            raise FatalError(f"the bare pop found {popped:,} members, not {events:,}")
+
+        queue = EventQueue(redis, prefix=prefix, partitions=partitions, clock=SYSTEM_CLOCK)
+        before = int((await redis.info("memory"))["used_memory"])
+        with tqdm(total=events, desc="schedule_many", unit="ev", unit_scale=True) as bar:
+            schedule_s = await schedule_ours(queue, events, start_ms, None, bar)
+        redis_bytes = (int((await redis.info("memory"))["used_memory"]) - before) / events
+        await queue.aclose()
+
+        recorder = Recorder(events)
+        with tqdm(total=events, desc="task server drain", unit="ev", unit_scale=True) as bar:
+            recorder.progress = bar
+            drain_wall = await run_task_server(
+                settings, bench_registry(recorder), recorder, burst=True, batch=batch,
+                timeout_s=max(120.0, events / 5_000),
+            )  # fmt: skip
+        dispatch = Rates(events, recorder.window_s())
+        backlog = _lateness(recorder.lateness_ms)
+
+        steady_rate = rate if rate is not None else dispatch.per_s / 2
+        steady = None
+        if steady_seconds > 0:
+            steady = await steady_load(
+                settings, redis, prefix, partitions, batch, steady_rate, steady_seconds,
+                Rates(events, schedule_s).per_s,
+            )  # fmt: skip
+    finally:
+        with contextlib.suppress(Exception):
+            await clear_prefix(redis, prefix)
+        await redis.aclose()
+        if database is not None:
+            await drop_database(database)
+
+    zadd, pop, sched = Rates(events, zadd_s), Rates(popped, pop_s), Rates(events, schedule_s)
+    summary: dict[str, Any] = {
+        "mode": "noop",
+        "events": events,
+        "partitions": partitions,
+        "batch": batch,
+        "schedule_per_s": sched.per_s,
+        "raw_zadd_per_s": zadd.per_s,
+        "schedule_ratio": sched.per_s / zadd.per_s,
+        "dispatch_per_s": dispatch.per_s,
+        "bare_pop_per_s": pop.per_s,
+        "dispatch_ratio": dispatch.per_s / pop.per_s,
+        "drain_wall_s": drain_wall,
+        "backlog_age_ms": backlog,
+        "redis_bytes_per_event": redis_bytes,
+        "memory": memory,
+        "targets": TARGETS,
+    }
+    if steady is not None:
+        summary["steady"] = steady.summary()
+    met = {
+        "dispatch_per_s": dispatch.per_s >= TARGETS["dispatch_per_s"],
+        "dispatch_ratio": summary["dispatch_ratio"] >= TARGETS["dispatch_ratio"],
+        "schedule_ratio": summary["schedule_ratio"] >= TARGETS["schedule_ratio"],
+    }
+    if steady is not None:
+        lat = steady.lateness()
+        met["lateness_p99"] = lat["p99"] <= TARGETS["lateness_p99_ms"]
+        met["lateness_max"] = lat["max"] <= TARGETS["lateness_max_ms"]
+    summary["targets_met"] = met
+    _print_noop(summary, steady)
+    if steady is not None:
+        summary["plot"] = str(
+            report.save_plot(out, "queue_lateness", lambda ax: steady.draw(ax, dispatch.per_s))
+        )
+    extra = {"redis": await _redis_version(redis_url)}
+    summary["json"] = str(
+        report.save_json(out, "queue_noop", {"machine": report.machine_info(extra), **summary})
+    )
+    return summary
+
+
+@dataclass
+class Steady:
+    rate: float
+    seconds: float
+    events: int
+    recorder: Recorder
+    late_start_ms: float  # how late the server's first claim was (0 = before the first due)
+
+    def lateness(self) -> dict[str, float]:
+        return _lateness(self.recorder.lateness_ms)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "rate_per_s": self.rate,
+            "seconds": self.seconds,
+            "events": self.events,
+            "handled": self.recorder.handled,
+            "achieved_per_s": self.recorder.handled / self.recorder.window_s(),
+            "lateness_ms": self.lateness(),
+            "server_ready_after_first_due_ms": self.late_start_ms,
+        }
+
+    def draw(self, ax: Any, capacity: float) -> None:
+        values = list(self.recorder.lateness_ms)
+        lat = self.lateness()
+        top = max(1.0, lat["max"])
+        ax.hist(values, bins=100, range=(min(0.0, min(values, default=0.0)), top), log=True)
+        for name, style in (("p50", ":"), ("p99", "--"), ("max", "-")):
+            ax.axvline(lat[name], color="black", linestyle=style, linewidth=0.8,
+                       label=f"{name} {lat[name]:.1f} ms")  # fmt: skip
+        ax.set_xlabel("lateness: handler start - due time (ms)")
+        ax.set_ylabel("events")
+        ax.set_title(
+            f"lateness at {self.rate:,.0f} events/s for {self.seconds:.0f} s "
+            f"({self.rate / max(capacity, 1e-9):.0%} of the measured dispatch rate)"
+        )
+        ax.legend()
+
+
+async def steady_load(
+    settings: Any,
+    redis: Redis,
+    prefix: str,
+    partitions: int,
+    batch: int,
+    rate: float,
+    seconds: float,
+    schedule_rate: float,
+) -> Steady:
+    """Events due at ``rate``/s over ``seconds``, scheduled ahead, run by a TaskServer."""
+    from tqdm import tqdm
+
+    from common.clock import SYSTEM_CLOCK
+    from gameserver.queue import EventQueue
+
+    events = max(1, int(rate * seconds))
+    lead_s = events / max(schedule_rate, 1.0) * 1.5 + 3.0  # scheduling plus the server's start
+    first_due = int(time.time() * 1000 + lead_s * 1000)
+    queue = EventQueue(redis, prefix=prefix, partitions=partitions, clock=SYSTEM_CLOCK)
+    with tqdm(total=events, desc=f"schedule steady load ({rate:,.0f}/s)", unit="ev",
+              unit_scale=True) as bar:  # fmt: skip
+        await schedule_ours(queue, events, first_due, rate, bar)
+    await queue.aclose()
+    recorder = Recorder(events)
+    ready = asyncio.Event()
+    late_start = 0.0
+
+    async def note_ready() -> None:
+        nonlocal late_start
+        await ready.wait()
+        late_start = max(0.0, time.time() * 1000 - first_due)
+
+    watcher = asyncio.create_task(note_ready())
+    with tqdm(total=events, desc="steady load", unit="ev", unit_scale=True) as bar:
+        recorder.progress = bar
+        await run_task_server(
+            settings, bench_registry(recorder), recorder, burst=False, batch=batch,
+            timeout_s=lead_s + seconds + 60, ready=ready,
+        )  # fmt: skip
+    await watcher
+    if late_start > 0:
+        from bench.report import console
+
+        console.print(
+            f"[yellow]the task server was ready {late_start:.0f} ms after the first due time; "
+            "the first events' lateness includes its start[/yellow]"
+        )
+    return Steady(rate, seconds, events, recorder, late_start)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def _print_noop(summary: dict[str, Any], steady: Steady | None) -> None:
+    from bench import report
+
+    met = summary["targets_met"]
+    rows = [
+        ["schedule_many", f"{summary['schedule_per_s']:,.0f}", "raw ZADD",
+         f"{summary['raw_zadd_per_s']:,.0f}", f"{summary['schedule_ratio']:.2f}",
+         f"≥ {TARGETS['schedule_ratio']}", _verdict(met["schedule_ratio"])],
+        ["dispatch", f"{summary['dispatch_per_s']:,.0f}", "bare Lua pop",
+         f"{summary['bare_pop_per_s']:,.0f}", f"{summary['dispatch_ratio']:.2f}",
+         f"≥ {TARGETS['dispatch_ratio']}", _verdict(met["dispatch_ratio"])],
+        ["dispatch", f"{summary['dispatch_per_s']:,.0f}", "absolute", "", "",
+         f"≥ {TARGETS['dispatch_per_s'] // 1000}k/s", _verdict(met["dispatch_per_s"])],
+    ]  # fmt: skip
+    report.print_table(
+        f"queue: {summary['events']:,} events, {summary['partitions']} partitions, "
+        f"batches of {summary['batch']}; events/s (dispatch = claim + no-op handler + ack)",
+        rows,
+        ["ours", "events/s", "ceiling", "events/s", "ratio", "target", ""],
+    )
+    if steady is not None:
+        lat = steady.lateness()
+        report.print_table(
+            f"lateness at {steady.rate:,.0f} events/s for {steady.seconds:.0f} s "
+            f"({steady.rate / max(summary['dispatch_per_s'], 1e-9):.0%} of the dispatch rate), ms",
+            [[f"{steady.events:,}", *(f"{lat[k]:.1f}" for k in ("p50", "p90", "p99", "max"))]],
+            ["events", "p50", "p90", "p99", "max"],
+        )
+        report.console.print(
+            f"lateness p99 {lat['p99']:.1f} ms (target ≤ {TARGETS['lateness_p99_ms']:.0f}: "
+            f"{_verdict(met['lateness_p99'])}), max {lat['max']:.1f} ms (target ≤ "
+            f"{TARGETS['lateness_max_ms']:.0f}: {_verdict(met['lateness_max'])})"
+        )
+    report.console.print(
+        f"Redis memory: {summary['redis_bytes_per_event']:.0f} bytes per pending event",
+        highlight=False,
+    )
+
+
+async def _redis_version(redis_url: str) -> str | None:
+    client = Redis.from_url(redis_url, socket_timeout=3)
+    try:
+        return str((await client.info("server")).get("redis_version"))
+    except Exception:
+        return None
+    finally:
+        await client.aclose()
+
+
+# ---- the game run: real march arrivals on a bench database --------------------------------
+
+GAME_BYTES_PER_VILLAGE = 3_000  # player, village, stock, 13 buildings, troops, with indexes
+GAME_BYTES_PER_EVENT = 4_000  # march, event row, processed row, two reports, the return
+
+
+def _radius_for(villages: int) -> int:
+    """A map with about twice as many spots as villages (the generator needs free spots)."""
+    return max(5, math.ceil((math.sqrt(2 * villages) - 1) / 2) + 1)
+
+
+def timed_registry(settings: Any, recorder: Recorder, measured: str) -> Any:
+    """The task server's real registry (builtin + the game's), ``measured`` wrapped to time it."""
+    from gameserver import builtin
+    from gameserver.main import load_game
+    from gameserver.queue.handlers import HandlerRegistry
+
+    real = HandlerRegistry()
+    builtin.register(real)
+    load_game(settings.game, real, settings)
+    registry = HandlerRegistry()
+    for kind in real.kinds():
+        reg = real.get(kind)
+        assert reg is not None
+        handler = recorder.wrap(reg.handler) if kind == measured else reg.handler
+        registry.register(
+            kind, handler, durable=reg.durable, timeout_s=reg.timeout_s, retry=reg.retry
+        )
+    return registry
+
+
+async def add_events(engine: Any, queue: Any, events: Sequence[Any], march_rows: Any) -> None:
+    """Durable events (and their march rows) in transactions of 10,000, indexed after each."""
+    from sqlalchemy import insert
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from db.models import March
+    from gameserver.queue.durable import add_durable_events
+
+    for start in range(0, len(events), SCHEDULE_CALL):
+        chunk = events[start : start + SCHEDULE_CALL]
+        async with AsyncSession(engine) as session, session.begin():
+            if march_rows is not None:
+                await session.execute(insert(March), march_rows[start : start + SCHEDULE_CALL])
+            written = await add_durable_events(session, chunk, ids=queue.ids)
+        await queue.index(written)
+
+
+async def make_marches(engine: Any, queue: Any, first: int, villages: int, events: int) -> None:
+    """``events`` attacks due now: village i sends its army, split in equal marches, to others.
+
+    Each village keeps what does not divide evenly at home, so every target has a
+    few defenders: battles with losses on both sides, loot, reports, a return march.
+    """
+    from sqlalchemy import case, literal, update
+
+    from db.models import Troop
+    from gameserver.queue import NewEvent
+    from refgame.handlers import MARCH
+    from refgame.world import STARTING_TROOPS
+
+    per_village = math.ceil(events / villages)
+    share = {u: n // per_village for u, n in STARTING_TROOPS.items() if n // per_village > 0}
+    if not share:
+        raise FatalError(
+            f"{events:,} marches from {villages:,} villages is {per_village} per village, more "
+            f"than a village's army can be split in; use more --villages"
+        )
+    now = int(time.time() * 1000)
+    extra = events % villages  # villages below first + extra send one more march
+    async with engine.begin() as conn:
+        sends = (
+            literal(per_village)
+            if extra == 0
+            else case((Troop.village_id < first + extra, per_village), else_=per_village - 1)
+        )
+        for unit, n in share.items():
+            await conn.execute(
+                update(Troop)
+                .where(Troop.unit == unit, Troop.village_id == Troop.home_village_id)
+                .values(count=Troop.count - sends * n)
+            )
+    ids = queue.ids.next_ids(2 * events)
+    rows, news = [], []
+    for i in range(events):
+        origin = first + i % villages
+        hop = 1 + (i // villages) * 7 % (villages - 1)  # a different target per march
+        target = first + (origin - first + hop) % villages
+        march_id, event_id = ids[2 * i], ids[2 * i + 1]
+        rows.append(
+            {"id": march_id, "kind": "attack", "origin_village_id": origin,
+             "target_village_id": target, "troops": dict(share), "loot": {},
+             "depart_ms": now - 60_000, "arrive_ms": now, "event_id": event_id}
+        )  # fmt: skip
+        news.append(NewEvent(MARCH, target, now, {"march_id": march_id}, id=event_id))
+    await add_events(engine, queue, news, rows)
+
+
+async def _counts(engine: Any) -> dict[str, int]:
+    from sqlalchemy import text
+
+    out = {}
+    async with engine.connect() as conn:
+        for name, sql in (
+            ("processed_marches", "SELECT count(*) FROM processed_events WHERE kind = 'march'"),
+            ("reports", "SELECT count(*) FROM reports"),
+            ("return_marches", "SELECT count(*) FROM marches WHERE kind = 'return'"),
+            ("pending_events", "SELECT count(*) FROM scheduled_events"),
+        ):
+            out[name] = int((await conn.execute(text(sql))).scalar() or 0)
+    return out
+
+
+async def game_bench(
+    *,
+    events: int,
+    villages: int,
+    partitions: int,
+    batch: int,
+    db: str,
+    db_name: str,
+    pg_admin_url: str,
+    redis_url: str,
+    prefix: str,
+    out: Path,
+) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    from bench import report
+    from bench.databases import check_disk, drop_database, fresh_database
+    from common.clock import SYSTEM_CLOCK
+    from common.redis_conn import check_redis
+    from db.worldgen import generate_world
+    from gameserver.builtin import NOOP_DURABLE
+    from gameserver.queue import EventQueue, NewEvent
+    from refgame.handlers import MARCH
+    from refgame.world import village_template
+
+    _quiet_logs()
+    check_bench_prefix(prefix)
+    data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
+    need = villages * GAME_BYTES_PER_VILLAGE + 2 * events * GAME_BYTES_PER_EVENT
+    check_disk(data_dir, need, f"a game queue bench of {villages:,} villages, {events:,} events")
+    redis = Redis.from_url(redis_url)
+    database = None
+    try:
+        await check_redis(redis, redis_url)
+        await check_memory(redis, redis_url, events)
+        await clear_prefix(redis, prefix)
+        database = await fresh_database(
+            db, db_name, redis_url, pg_admin_url, redis_prefix=prefix,
+            queue_partitions=partitions, gameserver_metrics_port=0, log_level="WARNING",
+        )  # fmt: skip
+        settings, engine = database.settings, database.engine
+        report.console.print(f"generating a world of {villages:,} villages on {db} ...")
+        world = await generate_world(
+            engine, players=villages, template=village_template(settings.world_speed),
+            shards=settings.tick_shards, map_radius=_radius_for(villages), seed=1,
+        )  # fmt: skip
+        queue = EventQueue(redis, prefix=prefix, partitions=partitions, clock=SYSTEM_CLOCK)
+
+        # the floor: durable no-op events through the same worker path and database
+        now = int(time.time() * 1000)
+        noop_events = [
+            NewEvent(NOOP_DURABLE, world.first_village_id + i % villages, now)
+            for i in range(events)
+        ]
+        await add_events(engine, queue, noop_events, None)
+        floor = Recorder(events)
+        with tqdm(total=events, desc="durable no-op events", unit="ev", unit_scale=True) as bar:
+            floor.progress = bar
+            await run_task_server(
+                settings, timed_registry(settings, floor, NOOP_DURABLE), floor, burst=True,
+                batch=batch, timeout_s=max(300.0, events / 100),
+            )  # fmt: skip
+
+        report.console.print(f"sending {events:,} attacks, due now ...")
+        await make_marches(engine, queue, world.first_village_id, villages, events)
+        await queue.aclose()
+        game = Recorder(events)
+        with tqdm(total=events, desc="march arrivals", unit="ev", unit_scale=True) as bar:
+            game.progress = bar
+            game_wall = await run_task_server(
+                settings, timed_registry(settings, game, MARCH), game, burst=True, batch=batch,
+                timeout_s=max(600.0, events / 20),
+            )  # fmt: skip
+        counts = await _counts(engine)
+        versions = await _db_version(engine)
+    finally:
+        with contextlib.suppress(Exception):
+            await clear_prefix(redis, prefix)
+        await redis.aclose()
+        if database is not None:
+            await drop_database(database, pg_admin_url)
+
+    game_rate = Rates(events, game.window_s()).per_s
+    floor_rate = Rates(events, floor.window_s()).per_s
+    summary: dict[str, Any] = {
+        "mode": "game",
+        "db": db,
+        "villages": villages,
+        "events": events,
+        "partitions": partitions,
+        "batch": batch,
+        "game_events_per_s": game_rate,
+        "durable_noop_per_s": floor_rate,
+        "ratio_to_durable_noop": game_rate / max(floor_rate, 1e-9),
+        "game_drain_wall_s": game_wall,
+        "counts": counts,
+        "targets": {"game_events_per_s": TARGETS["game_events_per_s"]},
+        "targets_met": {"game_events_per_s": game_rate >= TARGETS["game_events_per_s"]},
+    }
+    met = summary["targets_met"]["game_events_per_s"]
+    report.print_table(
+        f"queue --handlers game: {events:,} march arrivals, {villages:,} villages on {db}, "
+        f"{partitions} partitions; events/s",
+        [
+            [
+                "march arrivals (battle, loot, reports, return)",
+                f"{game_rate:,.0f}",
+                f"≥ {TARGETS['game_events_per_s']:,}",
+                _verdict(met),
+            ],
+            ["durable no-op (the queue's durable floor)", f"{floor_rate:,.0f}", "", ""],
+        ],
+        ["events", "events/s", "target", ""],
+    )
+    report.console.print(
+        f"march arrivals are {summary['ratio_to_durable_noop']:.2f}× the durable no-op rate; "
+        f"processed {counts['processed_marches']:,} marches, {counts['reports']:,} reports, "
+        f"{counts['return_marches']:,} return marches scheduled",
+        highlight=False,
+    )
+    extra = {"redis": await _redis_version(redis_url), "database": versions}
+    name = f"queue_game_{db}"
+    summary["json"] = str(
+        report.save_json(out, name, {"machine": report.machine_info(extra), **summary})
+    )
+    return summary
+
+
+async def _db_version(engine: Any) -> str:
+    from sqlalchemy import text
+
+    async with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            return str((await conn.execute(text("SHOW server_version"))).scalar())
+        return "sqlite " + str((await conn.execute(text("SELECT sqlite_version()"))).scalar())

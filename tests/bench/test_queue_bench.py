@@ -1,0 +1,98 @@
+"""Smoke tests of ``python -m bench queue`` at tiny sizes: figures produced and sane."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from bench.queue import check_memory
+from common.errors import FatalError
+from tests.conftest import TEST_PG_ADMIN_URL, TEST_REDIS_URL
+
+
+def _keys_left(prefix: str) -> list[bytes]:
+    client = Redis.from_url(TEST_REDIS_URL)
+    try:
+        return list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    finally:
+        client.close()
+
+
+def test_queue_bench_produces_sane_figures(tmp_path: Path) -> None:
+    prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--events", "3000", "--partitions", "4",
+         "--batch", "200", "--rate", "2000", "--steady-seconds", "1", "--prefix", prefix,
+         "--db-name", prefix, "--redis-url", TEST_REDIS_URL, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads((tmp_path / "queue_noop.json").read_text())
+    assert figures["events"] == 3000 and figures["partitions"] == 4 and figures["batch"] == 200
+    assert figures["machine"]["cpu_count"] >= 1 and figures["machine"]["redis"]
+    for key in ("schedule_per_s", "raw_zadd_per_s", "dispatch_per_s", "bare_pop_per_s"):
+        assert figures[key] > 0, key
+    assert figures["schedule_ratio"] > 0 and figures["dispatch_ratio"] > 0
+    assert figures["redis_bytes_per_event"] > 20
+    steady = figures["steady"]
+    assert steady["events"] == steady["handled"] == 2000
+    lat = steady["lateness_ms"]
+    assert lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert lat["p50"] > -5  # no event runs (much) before it is due; clocks are ms-grained
+    assert set(figures["targets_met"]) >= {"dispatch_ratio", "schedule_ratio", "lateness_p99"}
+    assert (tmp_path / "queue_lateness.png").stat().st_size > 1000
+    assert "bare Lua pop" in proc.stdout and "lateness p99" in proc.stdout
+    assert _keys_left(prefix) == []  # the bench cleaned its prefix
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_queue_bench_game_handlers_run_real_marches(db: str, tmp_path: Path) -> None:
+    prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", "150",
+         "--villages", "100", "--partitions", "4", "--db", db, "--db-name", prefix,
+         "--prefix", prefix, "--pg-admin-url", TEST_PG_ADMIN_URL, "--redis-url",
+         TEST_REDIS_URL, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads((tmp_path / f"queue_game_{db}.json").read_text())
+    counts = figures["counts"]
+    assert counts["processed_marches"] == 150  # every arrival ran once
+    assert counts["reports"] == 300  # a battle report for each side
+    assert 0 < counts["return_marches"] <= 150  # survivors walk home with their loot
+    assert figures["game_events_per_s"] > 0 and figures["durable_noop_per_s"] > 0
+    assert figures["machine"]["database"]
+    assert _keys_left(prefix) == []
+
+
+def test_queue_bench_refuses_a_prefix_it_does_not_own(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--prefix", "wg", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "starts with 'wgbench'" in proc.stderr
+
+
+class _FakeRedis:
+    def __init__(self, info: dict[str, Any]) -> None:
+        self._info = info
+
+    async def info(self, _section: str) -> dict[str, Any]:
+        return self._info
+
+
+async def test_a_size_that_does_not_fit_in_redis_is_refused_clearly() -> None:
+    fake = _FakeRedis({"maxmemory": 100 * 2**20, "used_memory": 10 * 2**20})
+    with pytest.raises(FatalError, match="use a smaller --events"):
+        await check_memory(fake, "redis://10.0.0.9:6379/0", 1_000_000)  # type: ignore[arg-type]
+    figures = await check_memory(fake, "redis://10.0.0.9:6379/0", 1_000)  # type: ignore[arg-type]
+    assert figures["redis_maxmemory"] == 100 * 2**20
