@@ -619,20 +619,17 @@ def timed_registry(settings: Any, recorder: Recorder, measured: str) -> Any:
     return registry
 
 
-async def add_events(engine: Any, queue: Any, events: Sequence[Any], march_rows: Any) -> None:
-    """Durable events (and their march rows) in transactions of 10,000, indexed after each."""
-    from sqlalchemy import insert
+async def add_events(engine: Any, queue: Any, events: Sequence[Any]) -> None:
+    """Durable events in transactions of 10,000, indexed in Redis after each commit."""
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from db.models import March
     from gameserver.queue.durable import add_durable_events
 
     for start in range(0, len(events), SCHEDULE_CALL):
-        chunk = events[start : start + SCHEDULE_CALL]
         async with AsyncSession(engine) as session, session.begin():
-            if march_rows is not None:
-                await session.execute(insert(March), march_rows[start : start + SCHEDULE_CALL])
-            written = await add_durable_events(session, chunk, ids=queue.ids)
+            written = await add_durable_events(
+                session, events[start : start + SCHEDULE_CALL], ids=queue.ids
+            )
         await queue.index(written)
 
 
@@ -641,11 +638,15 @@ async def make_marches(engine: Any, queue: Any, first: int, villages: int, event
 
     Each village keeps what does not divide evenly at home, so every target has a
     few defenders: battles with losses on both sides, loot, reports, a return march.
+    Marches and their events are written as a command would (database march ids,
+    one durable event each), in transactions of 10,000.
     """
-    from sqlalchemy import case, literal, update
+    from sqlalchemy import case, insert, literal, update
+    from sqlalchemy.ext.asyncio import AsyncSession
 
-    from db.models import Troop
+    from db.models import March, Troop
     from gameserver.queue import NewEvent
+    from gameserver.queue.durable import add_durable_events
     from refgame.handlers import MARCH
     from refgame.world import STARTING_TROOPS
 
@@ -670,20 +671,32 @@ async def make_marches(engine: Any, queue: Any, first: int, villages: int, event
                 .where(Troop.unit == unit, Troop.village_id == Troop.home_village_id)
                 .values(count=Troop.count - sends * n)
             )
-    ids = queue.ids.next_ids(2 * events)
-    rows, news = [], []
-    for i in range(events):
-        origin = first + i % villages
-        hop = 1 + (i // villages) * 7 % (villages - 1)  # a different target per march
-        target = first + (origin - first + hop) % villages
-        march_id, event_id = ids[2 * i], ids[2 * i + 1]
-        rows.append(
-            {"id": march_id, "kind": "attack", "origin_village_id": origin,
-             "target_village_id": target, "troops": dict(share), "loot": {},
-             "depart_ms": now - 60_000, "arrive_ms": now, "event_id": event_id}
-        )  # fmt: skip
-        news.append(NewEvent(MARCH, target, now, {"march_id": march_id}, id=event_id))
-    await add_events(engine, queue, news, rows)
+    for start in range(0, events, SCHEDULE_CALL):
+        rows, targets = [], []
+        for i in range(start, min(events, start + SCHEDULE_CALL)):
+            origin = first + i % villages
+            hop = 1 + (i // villages) * 7 % (villages - 1)  # a different target per march
+            target = first + (origin - first + hop) % villages
+            targets.append(target)
+            rows.append(
+                {"kind": "attack", "origin_village_id": origin, "target_village_id": target,
+                 "troops": dict(share), "loot": {}, "depart_ms": now - 60_000,
+                 "arrive_ms": now, "event_id": 0}
+            )  # fmt: skip
+        event_ids = queue.ids.next_ids(len(rows))
+        for row, event_id in zip(rows, event_ids, strict=True):
+            row["event_id"] = event_id
+        async with AsyncSession(engine) as session, session.begin():
+            found = await session.execute(
+                insert(March).returning(March.id, sort_by_parameter_order=True), rows
+            )
+            march_ids = list(found.scalars())
+            news = [
+                NewEvent(MARCH, target, now, {"march_id": march_id}, id=event_id)
+                for target, march_id, event_id in zip(targets, march_ids, event_ids, strict=True)
+            ]
+            written = await add_durable_events(session, news, ids=queue.ids)
+        await queue.index(written)
 
 
 async def _counts(engine: Any) -> dict[str, int]:
@@ -755,7 +768,7 @@ async def game_bench(
             NewEvent(NOOP_DURABLE, world.first_village_id + i % villages, now)
             for i in range(events)
         ]
-        await add_events(engine, queue, noop_events, None)
+        await add_events(engine, queue, noop_events)
         floor = Recorder(events)
         with tqdm(total=events, desc="durable no-op events", unit="ev", unit_scale=True) as bar:
             floor.progress = bar
