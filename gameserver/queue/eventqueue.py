@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgpack
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from common.clock import Clock
@@ -135,7 +137,10 @@ class EventQueue:
     async def _pipelined(
         self, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
     ) -> list[Any]:
-        """Run ``script`` once per (keys, args) in one round trip."""
+        """Run ``script`` once per (keys, args): one round trip (concurrent calls on a cluster,
+        whose pipelines refuse scripts)."""
+        if isinstance(self.redis, RedisCluster):
+            return list(await asyncio.gather(*(script(self.redis, k, a) for k, a in calls)))
         for attempt in range(2):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for keys, args in calls:
