@@ -147,6 +147,10 @@ def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> list[in
     help="load generator: wrk if installed, else an aiohttp client process",
 )  # fmt: skip
 @click.option("--client-threads", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option(
+    "--full-cycle/--no-full-cycle", default=True, show_default=True,
+    help="run full-snapshot phases for one snapshot-cache TTL (16 s) at least",
+)  # fmt: skip
 @click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
 def web(
     players: int,
@@ -165,6 +169,7 @@ def web(
     save_tokens: Path | None,
     client: str,
     client_threads: int,
+    full_cycle: bool,
     out: Path,
 ) -> None:
     """Snapshot polling (304 and full) and commands beside a bare aiohttp endpoint."""
@@ -176,7 +181,7 @@ def web(
             sweep_duration_s=sweep_duration, workers=workers, db=db, db_name=db_name,
             pg_admin_url=pg_admin_url, redis_url=redis_url, prefix=prefix, url=url,
             token_file=token_file, save_tokens=save_tokens, client=client,
-            client_threads=client_threads, out=out,
+            client_threads=client_threads, out=out, full_cycle=full_cycle,
         )  # fmt: skip
 
     run_async(go)
@@ -241,6 +246,51 @@ def queue(
                 steady_seconds=steady_seconds, redis_url=redis_url, prefix=prefix,
                 db_name=db_name, out=out,
             )  # fmt: skip
+
+    run_async(go)
+
+
+@cli.command("all")
+@click.option("--villages", type=click.IntRange(100, 50_000_000), default=200_000,
+              show_default=True, help="tick world size")  # fmt: skip
+@click.option("--events", type=click.IntRange(1000, 100_000_000), default=200_000,
+              show_default=True, help="queue events (no-op handlers)")  # fmt: skip
+@click.option("--game-events", type=click.IntRange(0, 10_000_000), default=3_000,
+              show_default=True, help="march arrivals of the game run (0: skip it)")  # fmt: skip
+@click.option(
+    "--web-duration", type=click.FloatRange(1, 3600), default=10, show_default=True,
+    help="seconds per web phase at 100 connections (half that per sweep point)",
+)  # fmt: skip
+@click.option(
+    "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True,
+    help="database of the tick and game runs",
+)  # fmt: skip
+@click.option(
+    "--web-db", type=click.Choice(["sqlite", "postgresql"]), default="sqlite", show_default=True
+)
+@click.option("--pg-admin-url", default=DEFAULT_PG_ADMIN_URL, show_default=True)
+@click.option("--redis-url", default="redis://127.0.0.1:6379/0", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
+def all_command(
+    villages: int,
+    events: int,
+    game_events: int,
+    web_duration: float,
+    db: str,
+    web_db: str,
+    pg_admin_url: str,
+    redis_url: str,
+    out: Path,
+) -> None:
+    """Tick, queue and web at moderate sizes (a few minutes): one summary table, one JSON."""
+    from bench.all import all_bench
+
+    async def go() -> None:
+        await all_bench(
+            villages=villages, events=events, game_events=game_events,
+            web_duration=web_duration, db=db, web_db=web_db, pg_admin_url=pg_admin_url,
+            redis_url=redis_url, out=out,
+        )  # fmt: skip
 
     run_async(go)
 

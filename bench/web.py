@@ -632,18 +632,27 @@ async def run_phases(
     duration_s: float,
     sweep_duration_s: float,
     watches: dict[str, CpuWatch],
+    full_min_s: float = 0.0,
 ) -> list[LoadResult]:
     """Every phase at every level; the read phases of one level run back to back.
 
     The bare ceiling and the two snapshot phases of a level follow each other
     within seconds, so a neighbour's load on a shared machine hits them alike.
     Commands come last: they change snapshot versions (and so the ETags).
+    A full-snapshot run lasts at least ``full_min_s`` (the server's body cache
+    TTL plus a second), so it holds one rebuild of every player's body, as
+    steady polling does, and not by chance none or two.
     """
+
+    def seconds_of(connections: int, phase: str) -> float:
+        seconds = duration_s if connections == main_connections else sweep_duration_s
+        return max(seconds, full_min_s) if phase == "full" else seconds
+
     from tqdm import tqdm
 
     order = [(c, p) for c in levels for p in ("bare", "poll_304", "full")]
     order += [(c, "commands") for c in levels]
-    total_s = sum((duration_s if c == main_connections else sweep_duration_s) + 1 for c, _ in order)
+    total_s = sum(seconds_of(c, p) + 1 for c, p in order)
     results: list[LoadResult] = []
     warmed: set[str] = set()
     with tqdm(total=len(order), desc=f"web load (~{total_s:.0f} s)", unit="run") as progress:
@@ -655,7 +664,7 @@ async def run_phases(
             if phase not in warmed:  # a short unmeasured run: caches and connections
                 await load.run(phase, url, requests, connections, 1.0)
                 warmed.add(phase)
-            seconds = duration_s if connections == main_connections else sweep_duration_s
+            seconds = seconds_of(connections, phase)
             progress.set_postfix_str(f"{phase} c={connections}")
             watch = watches["bare" if phase == "bare" else "game"]
             results.append(await load.run(phase, url, requests, connections, seconds, watch))
@@ -695,6 +704,7 @@ async def web_bench(
     client: str,
     client_threads: int,
     out: Path,
+    full_cycle: bool = True,
 ) -> dict[str, Any]:
     """Start (or reach) the servers, create players, run every phase, print, save."""
     from redis.asyncio import Redis
@@ -742,13 +752,15 @@ async def web_bench(
                 save_tokens.write_text("".join(f"{p.token}\n" for p in roster))
                 save_tokens.chmod(0o600)
         roster = await refresh_players(game_url, roster)
+        # a bench server caches bodies for the production TTL; an external one, assume the same
+        full_min_s = (bench_web_config().snapshot_cache_ttl_ms + 1000) / 1000 if full_cycle else 0
         watches = {
             "bare": CpuWatch(bare.pids, None),
             "game": CpuWatch(game.pids if game else [], redis_url if game else None),
         }
         results = await run_phases(
             load, bare.url, game_url, roster, levels, connections, duration_s,
-            sweep_duration_s, watches,
+            sweep_duration_s, watches, full_min_s,
         )  # fmt: skip
     finally:
         if game is not None:

@@ -21,7 +21,8 @@ def test_web_bench_produces_sane_figures(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.txt"
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "web", "--players", "3", "--connections", "4",
-         "--sweep", "2", "--duration", "1", "--sweep-duration", "1", "--db", "sqlite",
+         "--sweep", "2", "--duration", "1", "--sweep-duration", "1", "--no-full-cycle",
+         "--db", "sqlite",
          "--db-name", f"wgbench_smoke_{tag}", "--prefix", f"wgbench_smoke_{tag}",
          "--redis-url", TEST_REDIS_URL, "--save-tokens", str(tokens), "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
