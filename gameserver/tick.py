@@ -10,10 +10,13 @@ never queued behind (``coalesce`` and ``max_instances=1``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -22,10 +25,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
 from db.stock import tick_shard
+from gameserver.leases import LeaseManager
+
+if TYPE_CHECKING:
+    from gameserver.taskserver import TaskServer
 
 log = logging.getLogger("gameserver.tick")
 
 TICK_INTERVAL_MS = 1_000
+TICK_JOB_ID = "tick"
+TICK_LEASE_GROUP = "tick-shards"
+SHARD_LEASE_TTL_MS = 5_000  # a dead owner's shards are taken over within this
+SHARD_HEARTBEAT_MS = 1_000
 TICK_SECONDS = Histogram(
     "tick_shard_seconds",
     "Duration of one shard's tick UPDATE",
@@ -83,8 +94,12 @@ class TickRunner:
         TICK_OVERRUNS.inc()
         log.warning("tick overrun: a tick was skipped (%s)", event.code)
 
-    def start(self) -> None:
-        scheduler = AsyncIOScheduler(timezone=UTC)
+    def _on_event(self, event: JobExecutionEvent) -> None:
+        if event.job_id == TICK_JOB_ID:
+            self._on_skip(event)
+
+    def attach(self, scheduler: AsyncIOScheduler) -> None:
+        """Add the per-second tick job to ``scheduler`` (started by its owner)."""
         first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
         scheduler.add_job(
             self.tick,
@@ -94,9 +109,14 @@ class TickRunner:
             coalesce=True,
             max_instances=1,
             misfire_grace_time=1,
-            id="tick",
+            id=TICK_JOB_ID,
         )
-        scheduler.add_listener(self._on_skip, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+        scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+
+    def start(self) -> None:
+        """Run the tick on a scheduler of its own (without a task server)."""
+        scheduler = AsyncIOScheduler(timezone=UTC)
+        self.attach(scheduler)
         scheduler.start()
         self._scheduler = scheduler
 
@@ -104,3 +124,49 @@ class TickRunner:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
+
+
+class ShardedTick:
+    """The tick inside a task server: shard leases plus the per-second job.
+
+    Shards are leased like queue partitions (group ``tick-shards``), so every
+    shard is ticked by one live process and a dead owner's shards are taken
+    over within ``SHARD_LEASE_TTL_MS``. A process ticks a shard only while its
+    last heartbeat still covers the lease.
+    """
+
+    def __init__(self, server: TaskServer) -> None:
+        self.leases: LeaseManager | None = None
+        self.runner: TickRunner | None = None
+        self._task: asyncio.Task[None] | None = None
+        server.on_startup(self._start)
+        server.on_shutdown(self._stop)
+
+    async def _start(self, server: TaskServer) -> None:
+        assert server.redis is not None and server.engine is not None
+        leases = LeaseManager(
+            server.redis,
+            prefix=server.settings.redis_prefix,
+            group=TICK_LEASE_GROUP,
+            count=server.settings.tick_shards,
+            ttl_ms=SHARD_LEASE_TTL_MS,
+            heartbeat_ms=SHARD_HEARTBEAT_MS,
+            owner=server.owner,
+        )
+        self.runner = TickRunner(
+            server.engine,
+            server.settings.tick_shards,
+            owns=lambda shard: shard in leases.held and leases.valid(),
+            clock=server.clock,
+        )
+        self.runner.attach(server.scheduler)
+        self.leases = leases
+        self._task = asyncio.create_task(leases.run(), name="tick-leases")
+
+    async def _stop(self, server: TaskServer) -> None:
+        if self.leases is None or self._task is None:
+            return
+        self.leases.stop()
+        with contextlib.suppress(Exception):
+            await self._task
+        await self.leases.release_all()
