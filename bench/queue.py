@@ -208,6 +208,9 @@ class Recorder:
     last_end: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
     progress: Any = None
+    failed_calls: int = 0  # handler calls that raised or were cancelled (e.g. timed out)
+    failed_events: int = 0  # their events: the worker re-runs them one by one
+    slowest_call_s: float = 0.0
 
     def window_s(self) -> float:
         """From the workers' start (or the first handler call) to the last handler's end."""
@@ -222,7 +225,14 @@ class Recorder:
                 self.first_start = started
             self.lateness_ms.extend([now_ms - e.due_ms for e in events])
             if handler is not None:
-                await handler(ctx, events)
+                try:
+                    await handler(ctx, events)
+                except BaseException:
+                    self.failed_calls += 1
+                    self.failed_events += len(events)
+                    raise
+                finally:
+                    self.slowest_call_s = max(self.slowest_call_s, time.perf_counter() - started)
             self.handled += len(events)
             self.last_end = time.perf_counter()
             if self.progress is not None:
@@ -822,6 +832,9 @@ async def game_bench(
         "ratio_to_durable_noop": game_rate / max(floor_rate, 1e-9),
         "game_drain_wall_s": game_wall,
         "counts": counts,
+        "failed_handler_calls": game.failed_calls,
+        "failed_handler_events": game.failed_events,
+        "slowest_handler_call_s": game.slowest_call_s,
         "targets": {"game_events_per_s": TARGETS["game_events_per_s"]},
         "targets_met": {"game_events_per_s": game_rate >= TARGETS["game_events_per_s"]},
     }
@@ -846,6 +859,15 @@ async def game_bench(
         f"{counts['return_marches']:,} return marches scheduled",
         highlight=False,
     )
+    if game.failed_calls:
+        from gameserver.queue.constants import HANDLER_TIMEOUT_S
+
+        report.console.print(
+            f"[yellow]{game.failed_calls} handler calls ({game.failed_events:,} events) failed or "
+            f"were cancelled; the slowest took {game.slowest_call_s:.1f} s (handler timeout "
+            f"{HANDLER_TIMEOUT_S:.0f} s): their work was rolled back and the worker re-ran "
+            "those events one by one[/yellow]"
+        )
     extra = {"redis": await _redis_version(redis_url), "database": versions}
     name = f"queue_game_{db}"
     summary["json"] = str(
