@@ -26,13 +26,18 @@ class TaskServerConfig:
     claim_lease_ms: int = CLAIM_LEASE_MS  # in-flight batch lease
     renew_every_ms: int = RENEW_EVERY_MS
     max_idle_ms: int = MAX_IDLE_MS
-    prefetch: bool = True  # claim the next batch while the current one runs
+    prefetch: bool = True  # while a backlog drains, claim the next batch during this one
+    min_claim_interval_ms: int = 2  # a partition with events flowing in is claimed this often
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS
     marker_check_ms: int = MARKER_CHECK_MS
     stats_every_s: float = STATS_EVERY_S
     shutdown_grace_s: float = 10.0  # a stopping worker may finish its batch for this long
+    # Each claimed event allocates a few container objects; CPython's default gen-0 GC
+    # threshold (700) then collects every ~250 events, which costs as much as decoding
+    # them. The server raises it while it runs (None: leave the GC alone).
+    gc_gen0_threshold: int | None = 50_000
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 4000:

@@ -158,7 +158,7 @@ class LeaseManager:
         expiries = await self.redis.hgetall(self._keys[2])  # type: ignore[misc]
         now_ms = time.time() * 1000
         return {
-            int(item): owner.decode()
+            int(item): owner.decode() if isinstance(owner, bytes) else str(owner)
             for item, owner in owners.items()
             if float(expiries.get(item, 0)) > now_ms
         }

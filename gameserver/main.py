@@ -12,11 +12,13 @@ prints one line and exits with the error's code.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import inspect
 import logging
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -106,7 +108,7 @@ def main(
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )
-        tuning: dict[str, int] = {}
+        tuning: dict[str, Any] = {}
         if batch_size:
             tuning["batch_size"] = batch_size
         if claim_lease_ms:
@@ -120,6 +122,7 @@ def main(
         builtin.register(registry)
         load_game(game, registry, settings)
         server = TaskServer(settings, registry, config=config, burst=burst)
+        gc.freeze()  # what was loaded at start lives on: keep it out of full GC passes
         if check:
             for line in asyncio.run(server.check()):
                 click.echo(line)

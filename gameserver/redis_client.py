@@ -42,5 +42,5 @@ def node_client(client: AnyRedis) -> Redis:
             for k, v in client.connection_kwargs.items()
             if k in ("username", "password", "ssl", "socket_timeout", "socket_connect_timeout")
         }
-        return Redis(host=node.host, port=node.port, **kwargs)
+        return Redis(host=node.host, port=int(node.port), **kwargs)
     return client

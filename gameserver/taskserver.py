@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -167,6 +168,9 @@ class TaskServer:
         cfg = self.config
         background: list[asyncio.Task[None]] = []
         lease_task: asyncio.Task[None] | None = None
+        gc_before = gc.get_threshold()
+        if cfg.gc_gen0_threshold is not None:
+            gc.set_threshold(cfg.gc_gen0_threshold, *gc_before[1:])
         try:
             port = self.settings.gameserver_metrics_port
             if port:
@@ -211,6 +215,7 @@ class TaskServer:
                 await self._stop.wait()
         finally:
             await self._shutdown(background, lease_task)
+            gc.set_threshold(*gc_before)
 
     async def _until_drained(self) -> None:
         everything = frozenset(range(self.settings.queue_partitions))

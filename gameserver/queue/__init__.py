@@ -11,6 +11,7 @@ from __future__ import annotations
 from gameserver.queue.errors import MalformedEvent, QueueError, ScheduleError
 from gameserver.queue.eventqueue import EventQueue
 from gameserver.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
+from gameserver.queue.handlers import Handler, HandlerContext, HandlerRegistry, Registration
 from gameserver.queue.policy import RetryPolicy
 
 __all__ = [
@@ -18,10 +19,14 @@ __all__ = [
     "DeadEvent",
     "Event",
     "EventQueue",
+    "Handler",
+    "HandlerContext",
+    "HandlerRegistry",
     "MalformedEvent",
     "NewEvent",
     "PartitionStats",
     "QueueError",
+    "Registration",
     "RetryPolicy",
     "ScheduleError",
 ]

@@ -28,14 +28,14 @@ class ClaimLine:
         self.limit = limit
         self.lease_ms = lease_ms
         self._line = Line(queue.redis) if line_supported(queue.redis) else None  # type: ignore[arg-type]
-        self._sent: list[tuple[bytes, bytes | None, Any]] = []  # (token, acked token, request)
+        self._sent: list[tuple[bytes, list[bytes], Any]] = []  # (token, acked tokens, request)
 
     @property
     def pending(self) -> int:
         return len(self._sent)
 
-    async def send(self, ack: bytes | None = None) -> None:
-        """Send a claim (acking the finished batch ``ack`` first, in the same script call)."""
+    async def send(self, ack: list[bytes]) -> None:
+        """Send a claim (acking the finished batches ``ack`` first, in the same script call)."""
         token, keys, args = self.queue.claim_request(self.partition, self.limit, self.lease_ms, ack)
         if self._line is not None:
             packed = pack_command(("EVALSHA", _CLAIM.sha, len(keys), *keys, *args))
@@ -47,8 +47,8 @@ class ClaimLine:
             for _ in range(3):  # let the task write its request before we go on
                 await asyncio.sleep(0)
 
-    async def receive(self) -> tuple[bytes, bytes | None, list[Any]]:
-        """(token, the batch it acked or None, raw reply) of the oldest claim sent."""
+    async def receive(self) -> tuple[bytes, list[bytes], list[Any]]:
+        """(token, the batches it acked, raw reply) of the oldest claim sent."""
         token, ack, request = self._sent[0]
         if self._line is None:
             reply = await request

@@ -1,35 +1,60 @@
-"""How an event is stored in Redis: a fixed-width header, then msgpack.
+"""How an event is stored in Redis: a self-delimiting blob, header then msgpack body.
 
-``blob = member (20: 4 hex priority + 16 hex id) + due ms (13 decimal digits)
-+ msgpack([id, kind, village_id, due_ms, priority, payload, attempts, durable])``.
-Lua reads the header only (member, due time as a ready-made score); Python
-decodes the body into an ``Event`` with one msgpack call.
+``blob = b"\\xd9\\x28" + priority (4 hex) + id (16 hex) + due ms (13 digits)
++ b"d"|b"m" (durable or in memory) + body size (6 hex) + body`` where
+``body = msgpack([id, kind, village_id, due_ms, priority, payload, attempts,
+durable])``. The first 42 bytes are one msgpack str8, so a concatenation of
+blobs is a msgpack stream of (header, body) pairs: Python decodes a whole
+claimed batch with one ``unpackb`` call. Lua reads the header only: the
+member (first 22 bytes) for ordering, the due time as a ready-made score,
+the durable flag, and the body size to split a batch.
 """
 
 from __future__ import annotations
 
+from itertools import starmap
 from typing import Any
 
 import msgpack
 
-from gameserver.queue.constants import HEADER_LEN, MEMBER_LEN, PRIORITY_BIAS
+from gameserver.queue.constants import (
+    BLOB_PREFIX,
+    BODY_MAX,
+    HEADER_LEN,
+    MEMBER_LEN,
+    PRIORITY_BIAS,
+)
 from gameserver.queue.errors import MalformedEvent
 from gameserver.queue.events import Event, _EventBuilder
 
-_HEADER = b"%04x%016x%013d"
-_MEMBER = b"%04x%016x"
+HEADER_DURABLE = BLOB_PREFIX + b"%04x%016x%013dd%06x"  # % (priority + bias, id, due, size)
+HEADER_MEMORY = BLOB_PREFIX + b"%04x%016x%013dm%06x"
+_MEMBER = BLOB_PREFIX + b"%04x%016x"
 _packb = msgpack.Packer().pack  # msgpack.packb builds a Packer per call: twice as slow
 _unpackb = msgpack.unpackb
 
 
 def member(priority: int, event_id: int) -> bytes:
-    """The sorted-set member: lexicographic order within one due ms is (priority, id)."""
+    """The first bytes of a blob: their order within one due ms is (priority, id)."""
     return _MEMBER % (priority + PRIORITY_BIAS, event_id)
 
 
 def id_key(event_id: int) -> bytes:
-    """The payload-hash field of an event: the id part of its member."""
+    """An event id as 16 hex digits, as in its member (and the ``byid`` hash)."""
     return b"%016x" % event_id
+
+
+def id_pattern(event_id: int) -> bytes:
+    """A SCAN MATCH pattern for the blob of ``event_id``."""
+    return b"??????" + id_key(event_id) + b"*"
+
+
+def pack_body(value: Any) -> bytes:
+    """msgpack; raises ValueError past BODY_MAX (the header holds 6 hex digits of size)."""
+    body = _packb(value)
+    if len(body) > BODY_MAX:
+        raise ValueError(f"payload too large: {len(body)} bytes encoded, at most {BODY_MAX}")
+    return body
 
 
 def encode(
@@ -42,8 +67,9 @@ def encode(
     attempts: int,
     durable: bool,
 ) -> bytes:
-    head = _HEADER % (priority + PRIORITY_BIAS, event_id, due_ms)
-    return head + _packb([event_id, kind, village_id, due_ms, priority, payload, attempts, durable])
+    body = pack_body([event_id, kind, village_id, due_ms, priority, payload, attempts, durable])
+    header = HEADER_DURABLE if durable else HEADER_MEMORY
+    return header % (priority + PRIORITY_BIAS, event_id, due_ms, len(body)) + body
 
 
 def encode_event(event: Event, *, due_ms: int | None = None, attempts: int | None = None) -> bytes:
@@ -60,25 +86,27 @@ def encode_event(event: Event, *, due_ms: int | None = None, attempts: int | Non
     )
 
 
-def _valid(e: _EventBuilder) -> bool:
+def _well_typed(e: _EventBuilder) -> bool:
     return (
-        type(e.id) is int
-        and type(e.kind) is str
+        type(e.kind) is str
+        and type(e.payload) is dict
         and type(e.village_id) is int
+        and type(e.id) is int
         and type(e.due_ms) is int
         and type(e.priority) is int
-        and type(e.payload) is dict
         and type(e.attempts) is int
     )
 
 
 def decode(blob: bytes) -> Event:
-    """Decode one stored event; raise MalformedEvent with a reason an operator can read."""
+    """Decode one blob; raise MalformedEvent with a reason an operator can read."""
+    if blob[:2] != BLOB_PREFIX or len(blob) < HEADER_LEN:
+        raise MalformedEvent("not an event blob (bad header)")
     try:
         built = _EventBuilder(*_unpackb(blob[HEADER_LEN:], strict_map_key=False))
     except Exception as exc:
         raise MalformedEvent(f"undecodable payload: {type(exc).__name__}: {exc}") from None
-    if not _valid(built):
+    if not _well_typed(built):
         raise MalformedEvent("payload fields have the wrong types")
     if blob[:MEMBER_LEN] != member(built.priority, built.id):
         raise MalformedEvent("payload header does not match its body")
@@ -86,47 +114,77 @@ def decode(blob: bytes) -> Event:
     return built  # type: ignore[return-value]
 
 
-def decode_many(blobs: list[bytes]) -> tuple[list[Event], list[tuple[bytes, str]]]:
-    """Decode a claimed batch: (events, [(member, reason)] of undecodable blobs).
+def decode_stream(stream: bytes, n: int) -> list[Event] | None:
+    """Decode a claimed batch (``n`` concatenated blobs) with one msgpack call: the hot path.
 
-    The hot path of the queue: the happy case is inlined, failures take the
-    slow path of ``decode`` for their reason.
+    Returns None if anything is off; ``split`` and ``decode_many`` then name
+    the malformed entries.
     """
-    events: list[Any] = []
-    bad: list[tuple[bytes, str]] = []
-    append = events.append
-    unpack = _unpackb
-    builder = _EventBuilder
+    try:
+        items = _unpackb(b"\xdd" + (2 * n).to_bytes(4, "big") + stream, strict_map_key=False)
+    except Exception:
+        return None
+    if len(items) != 2 * n:
+        return None
+    try:
+        events: list[Any] = list(starmap(_EventBuilder, items[1::2]))
+    except TypeError:
+        return None
     cls = Event
+    for e in events:
+        if not (
+            type(e.kind) is str
+            and type(e.payload) is dict
+            and type(e.village_id) is int
+            and type(e.id) is int
+            and type(e.due_ms) is int
+            and type(e.priority) is int
+            and type(e.attempts) is int
+        ):
+            return None
+        e.__class__ = cls  # see _EventBuilder
+    return events
+
+
+def split(stream: bytes) -> list[bytes]:
+    """The blobs of a concatenation, cut by their header's body size.
+
+    A header that cannot be read ends the split: the rest is one (bad) blob.
+    """
+    blobs = []
+    pos, end = 0, len(stream)
+    while pos < end:
+        head = stream[pos : pos + HEADER_LEN]
+        try:
+            size = int(head[36:42], 16) if head[:2] == BLOB_PREFIX else -1
+        except ValueError:
+            size = -1
+        stop = pos + HEADER_LEN + size
+        if size < 0 or stop > end:
+            blobs.append(stream[pos:])
+            break
+        blobs.append(stream[pos:stop])
+        pos = stop
+    return blobs
+
+
+def decode_many(blobs: list[bytes]) -> tuple[list[Event], list[tuple[bytes, str]]]:
+    """Decode blob by blob: (events, [(member, reason)] of the malformed ones)."""
+    events: list[Event] = []
+    bad: list[tuple[bytes, str]] = []
     for b in blobs:
         try:
-            e = builder(*unpack(b[HEADER_LEN:], strict_map_key=False))
-            if (
-                type(e.kind) is str
-                and type(e.payload) is dict
-                and type(e.village_id) is int
-                and type(e.id) is int
-                and type(e.due_ms) is int
-                and type(e.priority) is int
-                and type(e.attempts) is int
-            ):
-                e.__class__ = cls  # type: ignore[assignment]
-                append(e)
-                continue
-        except Exception:
-            pass
-        try:
-            decode(b)
-            reason = "payload fields have the wrong types"
+            events.append(decode(b))
         except MalformedEvent as exc:
-            reason = str(exc)
-        bad.append((b[:MEMBER_LEN], reason))
+            bad.append((b[:MEMBER_LEN], str(exc)))
     return events, bad
 
 
 def split_member(member_: bytes) -> tuple[int, int]:
     """(priority, id) of a member."""
-    return int(member_[:4], 16) - PRIORITY_BIAS, int(member_[4:MEMBER_LEN], 16)
+    if member_[:2] != BLOB_PREFIX:
+        raise ValueError(f"not a member: {member_[:MEMBER_LEN]!r}")
+    return int(member_[2:6], 16) - PRIORITY_BIAS, int(member_[6:MEMBER_LEN], 16)
 
 
 def pack(value: Any) -> bytes:

@@ -5,21 +5,27 @@ lives in one Redis Cluster slot and each Lua script touches one slot only.
 
 Layout of partition ``p`` (prefix ``wg``)::
 
-    wg:{q3}:due       sorted set  member -> due ms          (pending events)
-    wg:{q3}:payload   hash        id16 -> blob              (pending and dead events)
+    wg:{q3}:due       sorted set  blob -> due ms           (pending events)
+    wg:{q3}:byid      hash        id16 -> blob             (durable events, pending or dead)
     wg:{q3}:inflight  sorted set  batch token -> lease deadline ms
     wg:{q3}:batches   hash        batch token -> msgpack array of the batch's blobs
-    wg:{q3}:dead      sorted set  member -> time it died ms
+    wg:{q3}:dead      sorted set  blob -> time it died ms
     wg:{q3}:deadinfo  hash        id16 -> msgpack [error, attempts, died_ms]
     wg:{q3}:marker    string      set by the reconciler; its absence means Redis lost data
     wg:wake           pub/sub channel: "partition:due_ms[,...]" when events are scheduled
 
-A *member* is ``PPPP`` + ``IIIIIIIIIIIIIIII``: the priority shifted to be
-non-negative and the event id, both fixed-width lowercase hex. Within one
-due ms Redis orders members lexicographically, which is (priority, id).
-A *blob* is the member, the due ms as 13 decimal digits, then the msgpack
-body (see ``codec``). A claim moves blobs from the payload hash into the
-batch, so acking a batch is O(1).
+A *blob* is the whole event, self-delimiting: a 42-byte header, then the
+msgpack body (see ``codec``). The header is a msgpack str8 (``\\xd9\\x28``)
+holding ``PPPP`` + ``IIIIIIIIIIIIIIII`` (priority shifted to be non-negative
+and the event id, fixed-width hex: with the str8 prefix this is the
+*member*), the due ms as 13 decimal digits, ``d`` (durable) or ``m`` (in
+memory), and the body length as 6 hex digits. Blobs are the sorted-set
+members themselves, so scheduling is one ZADD and a claim one range pop,
+like a bare sorted set; a batch is stored and sent as the blobs'
+concatenation, which Python decodes with one msgpack call. Within one due
+ms Redis orders members by bytes, which is (priority, id). Durable events
+are also indexed by id (cancel, reschedule and the reconciler need that);
+an in-memory event is found by id with a scan.
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from __future__ import annotations
 PRIORITY_MIN = -32_768  # the DB column is a SMALLINT
 PRIORITY_MAX = 32_767
 PRIORITY_BIAS = 32_768  # added so the hex form is non-negative and sorts like the number
-MEMBER_LEN = 20  # 4 hex digits of priority + 16 of id
-HEADER_LEN = 33  # member + 13 decimal digits of due ms
+BLOB_PREFIX = b"\xd9\x28"  # msgpack: a str8 of 40 bytes, the rest of the header
+MEMBER_LEN = 22  # prefix + 4 hex digits of priority + 16 of id
+HEADER_LEN = 42  # member + 13 decimal digits of due ms + durable flag + 6 hex of body size
+BODY_MAX = 0xFFFFFF  # bytes of one msgpack body (6 hex digits)
 DUE_MS_MAX = 9_999_999_999_999  # 13 digits: year 2286
 KIND_MAX_LEN = 32  # scheduled_events.kind is VARCHAR(32)
 
@@ -66,15 +74,15 @@ class PartitionKeys:
     """The Redis keys of one queue partition."""
 
     __slots__ = (
-        "batches", "channel", "dead", "deadinfo", "due", "inflight", "marker",
-        "partition", "payload",
+        "batches", "byid", "channel", "dead", "deadinfo", "due", "inflight", "marker",
+        "partition",
     )  # fmt: skip
 
     def __init__(self, prefix: str, partition: int) -> None:
         self.partition = partition
         tag = f"{prefix}:{{q{partition}}}"
         self.due = f"{tag}:due"
-        self.payload = f"{tag}:payload"
+        self.byid = f"{tag}:byid"
         self.inflight = f"{tag}:inflight"
         self.batches = f"{tag}:batches"
         self.dead = f"{tag}:dead"

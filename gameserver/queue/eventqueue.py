@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 from redis.asyncio.cluster import RedisCluster
@@ -16,8 +16,10 @@ from common.clock import Clock
 from common.ids import IdGenerator
 from common.redis_conn import AnyRedis
 from gameserver.queue import codec
+from gameserver.queue.codec import HEADER_MEMORY
 from gameserver.queue.constants import (
     BATCH_SIZE,
+    BODY_MAX,
     CLAIM_LEASE_MS,
     DUE_MS_MAX,
     KIND_MAX_LEN,
@@ -37,7 +39,7 @@ from gameserver.queue.scripts import Script, load_script
 
 MAX_CLAIM = 4000  # Lua's unpack() limit bounds one claim
 _IDLE_LINES = 4  # connections kept for concurrent schedule_many calls
-_SEND_CHUNK = 500  # events encoded per write of schedule_many
+_SEND_CHUNK = 2000  # events encoded per write of schedule_many
 _ID_MAX = (1 << 63) - 1
 
 _SCHEDULE = load_script("schedule.lua")
@@ -60,7 +62,6 @@ SCRIPTS: tuple[Script, ...] = (
 
 _packb = msgpack.Packer().pack  # msgpack.packb builds a Packer per call: twice as slow
 _pack_envelope = msgpack.Packer(use_bin_type=False).pack
-_HEADER = b"%04x%016x%013d"
 
 
 def _envelope(items: Any) -> bytes:
@@ -199,11 +200,12 @@ class EventQueue:
             ):
                 raise _invalid(event, now, latest)
             try:
-                bodies.append(
-                    packb([eid, kind, event.village_id, due, prio, event.payload, 0, False])
-                )
+                body = packb([eid, kind, event.village_id, due, prio, event.payload, 0, False])
             except (TypeError, ValueError, OverflowError) as exc:
                 raise ScheduleError(f"event {kind!r}: payload cannot be encoded: {exc}") from None
+            if len(body) > BODY_MAX:
+                raise ScheduleError(f"event {kind!r}: payload too large ({len(body)} bytes)")
+            bodies.append(body)
         # Nothing can fail from here on: encode the rest chunk by chunk and send each
         # chunk at once, so Redis stores one chunk while Python encodes the next.
         if self._plain:
@@ -213,57 +215,46 @@ class EventQueue:
             earliest: dict[int, int] = {}
             for event, eid, body in zip(events, ids, bodies, strict=True):
                 p = event.village_id % self.partitions
-                groups.setdefault(p, []).append(
-                    _HEADER % (event.priority + PRIORITY_BIAS, eid, event.due_ms) + body
-                )
-                earliest[p] = min(earliest.get(p, event.due_ms), event.due_ms)
+                due = event.due_ms
+                head = HEADER_MEMORY % (event.priority + PRIORITY_BIAS, eid, due, len(body))
+                groups.setdefault(p, []).append(head + body)
+                earliest[p] = min(earliest.get(p, due), due)
             await self._add(groups, earliest, nx=False)
         return ids
 
     async def _add_plain(
         self, events: Sequence[NewEvent], ids: list[int], bodies: list[bytes]
     ) -> None:
-        """HSET and ZADD per partition and one wake-up PUBLISH per chunk, packed in C.
-
-        No MULTI: the payload goes before the due entry, so a claim never sees
-        an event without its payload; a crash between the two leaves only an
-        orphan payload of an event whose scheduler never got its id back.
-        """
+        """One ZADD per partition and one wake-up PUBLISH per chunk, packed in C."""
         line = self._lines.pop() if self._lines else Line(self.redis)  # type: ignore[arg-type]
         parts = self.partitions
-        header = _HEADER
+        header = HEADER_MEMORY
         keys = self._keys
+        failure: ResponseError | None = None
         try:
             for start in range(0, len(events), _SEND_CHUNK):
                 stop = start + _SEND_CHUNK
-                groups: dict[int, tuple[list[bytes], list[Any]]] = {}
+                groups: dict[int, list[Any]] = {}
                 earliest: dict[int, int] = {}
                 for event, eid, body in zip(
                     events[start:stop], ids[start:stop], bodies[start:stop], strict=True
                 ):
                     due = event.due_ms
-                    head = header % (event.priority + PRIORITY_BIAS, eid, due)
                     p = event.village_id % parts
-                    group = groups.get(p)
-                    if group is None:
-                        group = groups[p] = ([], [])
+                    zadd = groups.get(p)
+                    if zadd is None:
+                        zadd = groups[p] = ["ZADD", keys[p].due]
                         earliest[p] = due
                     elif due < earliest[p]:
                         earliest[p] = due
-                    hset, zadd = group
-                    hset.append(head[4:MEMBER_LEN])
-                    hset.append(head + body)
                     zadd.append(due)
-                    zadd.append(head[:MEMBER_LEN])
-                commands = []
-                for p, (hset, zadd) in groups.items():
-                    k = keys[p]
-                    commands.append(pack_command(("HSET", k.payload, *hset)))
-                    commands.append(pack_command(("ZADD", k.due, *zadd)))
+                    zadd.append(
+                        header % (event.priority + PRIORITY_BIAS, eid, due, len(body)) + body
+                    )
+                commands = [pack_command(tuple(zadd)) for zadd in groups.values()]
                 news = b",".join([keys[p].wake_message(due) for p, due in earliest.items()])
                 commands.append(pack_command(("PUBLISH", keys[0].channel, news)))
                 await line.send(b"".join(commands), replies=len(commands))
-            failure: ResponseError | None = None
             while line.pending:
                 try:
                     await line.read()
@@ -288,9 +279,10 @@ class EventQueue:
     async def index(self, events: Iterable[Event]) -> int:
         """Index durable events (DB rows already committed) by due time; return how many were new.
 
-        Idempotent: an event Redis already knows (pending, in flight or dead)
-        is left alone, so the reconciler and the committing command can both
-        index the same event.
+        Idempotent: an event Redis knows by id (pending or dead) is left alone,
+        so the reconciler and the committing command can both index it. (One
+        in flight at that moment would be delivered twice; its DB row makes the
+        second delivery a no-op.)
         """
         groups: dict[int, list[bytes]] = {}
         earliest: dict[int, int] = {}
@@ -309,7 +301,7 @@ class EventQueue:
         for p, blobs in groups.items():
             k = self._keys[p]
             args = (k.channel, flag, earliest[p], k.wake_message(earliest[p]), _envelope(blobs))
-            calls.append(((k.due, k.payload), args))
+            calls.append(((k.due, k.byid), args))
         if len(calls) == 1:
             keys, args = calls[0]
             return int(await _SCHEDULE(self.redis, keys, args))
@@ -318,7 +310,7 @@ class EventQueue:
     # --- claiming --------------------------------------------------------------
 
     def claim_request(
-        self, partition: int, limit: int, lease_ms: int, ack: bytes | None
+        self, partition: int, limit: int, lease_ms: int, ack: Sequence[bytes] = ()
     ) -> tuple[bytes, tuple[str, ...], tuple[Any, ...]]:
         """(batch token, keys, args) of one claim script call."""
         if not 1 <= limit <= MAX_CLAIM:
@@ -327,17 +319,19 @@ class EventQueue:
         now = self.clock.now_ms()
         self._token_seq += 1
         token = b"%s.%x" % (self._token_base, self._token_seq)
-        keys = (k.due, k.payload, k.inflight, k.batches, k.dead, k.deadinfo)
-        return token, keys, (now, limit, token, now + lease_ms, ack or b"")
+        keys = (k.due, k.byid, k.inflight, k.batches)
+        return token, keys, (now, limit, token, now + lease_ms, b",".join(ack))
 
     def claim_result(self, partition: int, token: bytes, reply: list[Any]) -> Claim:
         """Decode the reply of a claim script call."""
-        blobs, head, lease, missing = reply
-        if blobs:
-            events, bad = codec.decode_many(blobs)
-        else:
-            events, bad, token = [], [], b""
-        return Claim(partition, token, events, bad, missing, _score(head), _score(lease))
+        n, batch, head, lease = reply
+        if not n:
+            return Claim(partition, b"", [], [], _score(head), _score(lease))
+        events = codec.decode_stream(batch, n)
+        bad: list[tuple[bytes, str]] = []
+        if events is None:  # a malformed entry: decode blob by blob to name it
+            events, bad = codec.decode_many(codec.split(batch))
+        return Claim(partition, token, events, bad, _score(head), _score(lease))
 
     async def claim(
         self,
@@ -345,14 +339,14 @@ class EventQueue:
         limit: int = BATCH_SIZE,
         lease_ms: int = CLAIM_LEASE_MS,
         *,
-        ack: bytes | None = None,
+        ack: Sequence[bytes] = (),
     ) -> Claim:
         """Move up to ``limit`` due events of ``partition`` to in-flight, in run order.
 
         The batch is leased for ``lease_ms``: unless acked (or renewed) by then,
-        its events return to *due*. ``ack`` names a finished batch to ack in
+        its events return to *due*. ``ack`` names finished batches to ack in
         the same round trip. Undecodable entries come back in ``Claim.bad`` (for
-        ``bury``); entries without payload go to the dead letters at once.
+        ``bury``).
         """
         token, keys, args = self.claim_request(partition, limit, lease_ms, ack)
         return self.claim_result(partition, token, await _CLAIM(self.redis, keys, args))
@@ -374,19 +368,19 @@ class EventQueue:
     async def release(self, partition: int, token: bytes) -> int:
         """Return an unprocessed batch to *due* now; return its event count."""
         k = self._keys[partition]
-        return int(await _RELEASE(self.redis, (k.due, k.payload, k.inflight, k.batches), (token,)))
+        return int(await _RELEASE(self.redis, (k.due, k.byid, k.inflight, k.batches), (token,)))
 
     async def recover(self, partition: int) -> int:
         """Return every in-flight batch of ``partition`` to *due* (its previous owner is gone)."""
         k = self._keys[partition]
-        return int(await _RECOVER(self.redis, (k.due, k.payload, k.inflight, k.batches), ()))
+        return int(await _RECOVER(self.redis, (k.due, k.byid, k.inflight, k.batches), ()))
 
     async def _move(self, partition: int, token: bytes, entries: list[list[Any]]) -> int:
         if not entries:
             return 0
         k = self._keys[partition]
         now = self.clock.now_ms()
-        keys = (k.due, k.payload, k.batches, k.dead, k.deadinfo)
+        keys = (k.due, k.byid, k.batches, k.dead, k.deadinfo)
         return int(await _RETRY(self.redis, keys, (now, token, _envelope(entries))))
 
     async def retry(
@@ -424,7 +418,7 @@ class EventQueue:
 
     async def bury(self, partition: int, token: bytes, bad: Sequence[tuple[bytes, str]]) -> int:
         """Send undecodable entries of batch ``token`` to *dead* with their reason (the raw
-        blob stays in the payload hash for inspection)."""
+        blob is kept there for inspection)."""
         now = self.clock.now_ms()
         return await self._move(
             partition, token, [[m, -1, b"", codec.pack([reason, 0, now])] for m, reason in bad]
@@ -445,13 +439,22 @@ class EventQueue:
         running right now, is dead, or never existed.
 
         Atomic against ``claim``: exactly one of the two gets a pending event.
-        For durable events call ``durable.cancel_durable`` in the command's
-        transaction first; the DB then decides, and this only tidies Redis
-        (a claimed copy finds no row and is acked without effect).
+        Durable events are found by id at once; an in-memory one with a scan of
+        its partition. For durable events call ``durable.cancel_durable`` in the
+        command's transaction first; the DB then decides, and this only tidies
+        Redis (a claimed copy finds no row and is acked without effect).
         """
         k = self._keys[self.partition_of(village_id)]
-        result = await _CANCEL(self.redis, (k.due, k.payload, k.dead), (codec.id_key(event_id),))
-        return int(result) == 1
+        keys = (k.due, k.byid, k.deadinfo)
+        return int(await _CANCEL(self.redis, keys, (codec.id_key(event_id),))) == 1
+
+    async def _find_pending(self, k: PartitionKeys, id16: bytes) -> bytes | None:
+        blob = cast("bytes | None", await self.redis.hget(k.byid, id16))  # type: ignore[misc]
+        if blob is not None:
+            return blob
+        async for member, _ in self.redis.zscan_iter(k.due, match=b"??????" + id16 + b"*"):  # type: ignore[attr-defined]
+            return bytes(member)
+        return None
 
     async def reschedule(self, village_id: int, event_id: int, due_ms: int) -> bool:
         """Move a pending event to ``due_ms``. True: moved. False: it already ran, is
@@ -462,19 +465,18 @@ class EventQueue:
             raise ScheduleError(_due_message(due_ms, now, latest))
         k = self._keys[self.partition_of(village_id)]
         id16 = codec.id_key(event_id)
-        for _ in range(10):  # compare-and-set: retried only if the event changed meanwhile
-            blob = await self.redis.hget(k.payload, id16)  # type: ignore[misc]
+        for _ in range(10):  # compare-and-set: read again only if the event changed meanwhile
+            blob = await self._find_pending(k, id16)
             if blob is None:
                 return False
             try:
-                event = codec.decode(blob)
+                new_blob = codec.encode_event(codec.decode(blob), due_ms=due_ms)
             except MalformedEvent:
                 return False
-            new_blob = codec.encode_event(event, due_ms=due_ms)
             result = int(
                 await _RESCHEDULE(
                     self.redis,
-                    (k.due, k.payload, k.dead),
+                    (k.due, k.byid, k.deadinfo),
                     (id16, blob, new_blob, due_ms, k.channel, k.wake_message(due_ms)),
                 )
             )
@@ -490,34 +492,32 @@ class EventQueue:
         out: list[DeadEvent] = []
         for p in parts:
             k = self._keys[p]
-            rows = await self.redis.zrange(k.dead, 0, limit - 1, withscores=True)  # type: ignore[misc]
+            rows = cast(
+                "list[tuple[bytes, float]]",
+                await self.redis.zrange(k.dead, 0, limit - 1, withscores=True),  # type: ignore[misc]
+            )
             if not rows:
                 continue
-            ids = [m[4:MEMBER_LEN] for m, _ in rows]
-            blobs = await self.redis.hmget(k.payload, ids)  # type: ignore[misc]
-            infos = await self.redis.hmget(k.deadinfo, ids)  # type: ignore[misc]
-            for (m, died), blob, info in zip(rows, blobs, infos, strict=True):
-                error, attempts = "unknown", 0
-                if info is not None:
-                    try:
-                        error, attempts, _ = codec.unpack(info)
-                    except Exception:
-                        error = f"unreadable dead-letter info {info!r}"
-                event: Event | None = None
-                if blob is not None:
-                    with contextlib.suppress(MalformedEvent):
-                        event = codec.decode(blob)
-                _, event_id = codec.split_member(m)
-                out.append(DeadEvent(p, event_id, m, str(error), int(attempts), int(died), event))
+            ids = [b[6:MEMBER_LEN] for b, _ in rows]
+            infos = cast(
+                "list[bytes | None]",
+                await self.redis.hmget(k.deadinfo, ids),  # type: ignore[misc]
+            )
+            for (blob, died), info in zip(rows, infos, strict=True):
+                out.append(_dead_event(p, blob, int(died), info))
         return out
+
+    async def _find_dead(self, k: PartitionKeys, id16: bytes) -> bytes | None:
+        async for member, _ in self.redis.zscan_iter(k.dead, match=b"??????" + id16 + b"*"):  # type: ignore[attr-defined]
+            return bytes(member)
+        return None
 
     async def find_dead(self, event_id: int) -> int | None:
         """The partition holding dead event ``event_id``, or None."""
         id16 = codec.id_key(event_id)
-        calls = [(self._keys[p].deadinfo, id16) for p in range(self.partitions)]
         async with self.redis.pipeline(transaction=False) as pipe:
-            for key, field in calls:
-                pipe.hexists(key, field)
+            for p in range(self.partitions):
+                pipe.hexists(self._keys[p].deadinfo, id16)
             found = await pipe.execute()
         for p, hit in enumerate(found):
             if hit:
@@ -528,48 +528,38 @@ class EventQueue:
         """Run a dead event again now, with its attempt count reset."""
         k = self._keys[partition]
         id16 = codec.id_key(event_id)
+        blob = await self._find_dead(k, id16)
+        if blob is None:
+            return False
         now = self.clock.now_ms()
-        for _ in range(10):
-            blob = await self.redis.hget(k.payload, id16)  # type: ignore[misc]
-            if blob is None:
-                return False  # nothing to run: drop it instead
-            try:
-                new_blob = codec.encode_event(codec.decode(blob), due_ms=now, attempts=0)
-            except MalformedEvent:
-                new_blob = blob  # requeue as is; it will come back here with its reason
-            result = int(
-                await _REQUEUE_DEAD(
-                    self.redis,
-                    (k.due, k.payload, k.dead, k.deadinfo),
-                    (id16, blob, new_blob, now, k.channel, k.wake_message(now)),
-                )
-            )
-            if result != -3:
-                return result == 1
-        return False
+        try:
+            new_blob = codec.encode_event(codec.decode(blob), due_ms=now, attempts=0)
+        except MalformedEvent:
+            new_blob = blob  # requeue as is; it will come back here with its reason
+        keys = (k.due, k.byid, k.dead, k.deadinfo)
+        args = (id16, blob, new_blob, now, k.channel, k.wake_message(now))
+        return int(await _REQUEUE_DEAD(self.redis, keys, args)) == 1
 
     async def drop_dead(self, partition: int, event_id: int) -> bool:
         """Delete a dead event for good (a durable one also needs its DB row deleted)."""
         k = self._keys[partition]
         id16 = codec.id_key(event_id)
-        member: bytes | None = None
-        async for m, _ in self.redis.zscan_iter(k.dead, match=b"*" + id16):  # type: ignore[attr-defined]
-            member = m
-            break
-        if member is None:
+        blob = await self._find_dead(k, id16)
+        if blob is None:
             return False
-        return int(await _DROP_DEAD(self.redis, (k.dead, k.payload, k.deadinfo), (member,))) == 1
+        keys = (k.dead, k.byid, k.deadinfo)
+        return int(await _DROP_DEAD(self.redis, keys, (id16, blob))) == 1
 
     # --- reconciliation and stats ------------------------------------------------
 
     async def missing(self, partition: int, event_ids: Sequence[int]) -> list[int]:
-        """The ids among ``event_ids`` that ``partition`` does not know (not pending, in
-        flight or dead)."""
+        """The durable event ids among ``event_ids`` that ``partition`` does not know (not
+        pending, in flight or dead)."""
         if not event_ids:
             return []
         k = self._keys[partition]
         ids = [codec.id_key(i) for i in event_ids]
-        out = await _MISSING(self.redis, (k.payload, k.inflight, k.batches), ids)
+        out = await _MISSING(self.redis, (k.byid, k.inflight, k.batches), ids)
         return [int(i, 16) for i in out]
 
     async def stats(self, partitions: Iterable[int] | None = None) -> list[PartitionStats]:
@@ -589,6 +579,24 @@ class EventQueue:
             lag = max(0, now - oldest) if oldest is not None else 0
             out.append(PartitionStats(p, depth, ready, inflight, dead, oldest, lag))
         return out
+
+
+def _dead_event(partition: int, blob: bytes, died_ms: int, info: bytes | None) -> DeadEvent:
+    error, attempts = "unknown", 0
+    if info is not None:
+        try:
+            error, attempts, _ = codec.unpack(info)
+        except Exception:
+            error = f"unreadable dead-letter info {info[:64]!r}"
+    event: Event | None = None
+    with contextlib.suppress(MalformedEvent):
+        event = codec.decode(blob)
+    try:
+        _, event_id = codec.split_member(blob[:MEMBER_LEN])
+    except ValueError:
+        event_id = 0
+    member = blob[:MEMBER_LEN]
+    return DeadEvent(partition, event_id, member, str(error), int(attempts), died_ms, event)
 
 
 def _due_message(due_ms: object, now: int, latest: int) -> str:

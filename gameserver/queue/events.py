@@ -68,7 +68,6 @@ class Claim:
     token: bytes
     events: list[Event]
     bad: list[tuple[bytes, str]]  # (member, reason): undecodable, dead-lettered by the worker
-    missing: int  # members without a payload, dead-lettered by the claim itself
     next_due_ms: int | None  # earliest due time still waiting in the partition
     next_deadline_ms: int | None  # earliest lease deadline of an in-flight batch
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import hiredis
 from redis.asyncio import Redis
@@ -21,7 +22,8 @@ from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-pack_command = hiredis.pack_command
+# packs one command (a tuple of str, bytes, int, float) into RESP, in C
+pack_command = cast(Callable[[tuple[Any, ...]], bytes], hiredis.pack_command)
 
 READ_TIMEOUT_S = 30.0  # a reply slower than this means the server is gone
 _READ_SIZE = 1 << 16

@@ -1,12 +1,13 @@
--- Which of the given event ids does the partition not know (pending, in flight or dead)?
--- KEYS: payload, inflight, batches
+-- Which of the given durable event ids does the partition not know (pending, in flight, dead)?
+-- KEYS: byid, inflight, batches
 -- ARGV: ids (16 hex digits each)
 -- Returns the unknown ids.
+--@include _split.lua
 local flying = {}
 for _, token in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  local packed = redis.call('HGET', KEYS[3], token)
-  if packed then
-    for _, b in ipairs(cmsgpack.unpack(packed)) do flying[string.sub(b, 5, 20)] = true end
+  local batch = redis.call('HGET', KEYS[3], token)
+  if batch then
+    for _, b in ipairs(split_blobs(batch)) do flying[string.sub(b, 7, 22)] = true end
   end
 end
 local out = {}

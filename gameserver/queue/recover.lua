@@ -1,5 +1,5 @@
 -- Return every in-flight batch of a partition to *due* now: its previous owner is gone.
--- KEYS: due, payload, inflight, batches
+-- KEYS: due, byid, inflight, batches
 -- Returns the number of events returned.
 --@include _requeue.lua
 local n = 0

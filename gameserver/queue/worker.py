@@ -25,6 +25,7 @@ from gameserver.queue.policy import RetryPolicy
 
 log = logging.getLogger(__name__)
 _is_durable = operator.attrgetter("durable")
+_ACK_BEFORE_SLEEP_MS = 50  # a longer sleep acks the last batch first instead of later
 
 _DEAD_NOW = RetryPolicy(max_attempts=1)  # unknown kinds: no point in retrying on this process
 
@@ -52,11 +53,13 @@ class PartitionWorker:
     """Runs the events of one partition in order until ``stop()``.
 
     Loop: claim up to ``batch_size`` due events (one Lua call), run them in
-    groups of consecutive same-kind events, then ack the batch. With
-    ``prefetch`` the next claim (carrying the previous ack) is sent before the
-    current batch runs, so Redis and Python work in parallel. When nothing is
-    due the worker sleeps until the earliest due time or lease deadline, or
-    until ``wake`` is set (an earlier event was scheduled).
+    groups of consecutive same-kind events, then ack the batch (the ack rides
+    on the next claim). While a backlog drains (full batches) the next claim
+    is sent before the current batch runs, so Redis and Python work in
+    parallel. When caught up the worker sleeps until the earliest due time or
+    lease deadline, or until ``wake`` is set (an earlier event was scheduled);
+    while events keep coming it claims at most every ``min_claim_interval_ms``,
+    so a busy partition is claimed in batches rather than one ms at a time.
     """
 
     def __init__(
@@ -113,33 +116,37 @@ class PartitionWorker:
     # --- the loop -----------------------------------------------------------
 
     async def _loop(self) -> None:
-        q, cfg = self.queue, self.config
-        line = ClaimLine(q, self.partition, cfg.batch_size, cfg.claim_lease_ms)
-        unacked: bytes | None = None  # a finished batch whose ack rides on the next claim
+        q, cfg, p = self.queue, self.config, self.partition
+        line = ClaimLine(q, p, cfg.batch_size, cfg.claim_lease_ms)
+        unacked: list[bytes] = []  # finished batches whose ack rides on the next claim
         fresh = False  # the claim in flight was sent after clearing ``wake``
+        claimed_at = 0  # clock ms of the last fresh claim
         try:
             while not self._stopping and self.lease_valid():
                 if not line.pending:
                     self.wake.clear()  # before the claim: a wake-up after it is not lost
+                    claimed_at = q.clock.now_ms()
                     await line.send(unacked)
-                    unacked, fresh = None, True
+                    unacked, fresh = [], True
                 token, acked, reply = await line.receive()
                 was_fresh, fresh = fresh, False
-                if acked is not None:
-                    self._held.discard(acked)
-                if reply[0]:
+                self._held.difference_update(acked)
+                n = reply[0]  # events claimed
+                full = n >= cfg.batch_size
+                if n:
                     self._held.add(token)
-                    if cfg.prefetch and not self._stopping:
-                        # Redis claims the next batch while this one runs
+                    if full and cfg.prefetch and not self._stopping:
+                        # a backlog: Redis claims the next batch while this one runs
                         await line.send(unacked)
-                        unacked = None
+                        unacked = []
                 claim = line.decode(token, reply)
+                stale = False  # the batch put events back: the claim's next due time is old
                 if claim:
-                    await self._run_batch(claim)
-                    unacked = claim.token
-                    continue
-                if not was_fresh:
-                    continue  # an empty prefetch: claim afresh before sleeping (wake-ups)
+                    stale = await self._run_batch(claim)
+                    unacked.append(claim.token)
+                if line.pending or full or stale or not was_fresh or (self.burst and n):
+                    continue  # more to claim now (or a claim to repeat before sleeping)
+                # caught up: sleep until the next due time or lease deadline
                 now = q.clock.now_ms()
                 if (
                     self.burst
@@ -152,6 +159,11 @@ class PartitionWorker:
                 for t in (claim.next_due_ms, claim.next_deadline_ms):
                     if t is not None and t < deadline:
                         deadline = t
+                if n:  # events are flowing in: claim them in bigger, fewer batches
+                    deadline = max(deadline, claimed_at + cfg.min_claim_interval_ms)
+                if unacked and deadline - now > _ACK_BEFORE_SLEEP_MS:
+                    await self._ack(unacked)
+                    unacked = []
                 self.wake_before = deadline
                 try:
                     await q.clock.sleep_until(deadline, self.wake)
@@ -161,22 +173,23 @@ class PartitionWorker:
             try:
                 await self._wind_down(line, unacked)
             except Exception:  # Redis is gone: the batches return when their lease expires
-                log.exception("partition %d: could not hand back in-flight batches", self.partition)
+                log.exception("partition %d: could not hand back in-flight batches", p)
             finally:
                 await line.close()
 
-    async def _wind_down(self, line: ClaimLine, unacked: bytes | None) -> None:
-        """Hand back claimed batches that never ran, and ack the last finished one."""
-        q, p = self.queue, self.partition
+    async def _ack(self, tokens: list[bytes]) -> None:
+        for token in tokens:
+            await self.queue.ack(self.partition, token)
+            self._held.discard(token)
+
+    async def _wind_down(self, line: ClaimLine, unacked: list[bytes]) -> None:
+        """Hand back claimed batches that never ran, and ack the finished ones."""
         while line.pending:
             token, acked, reply = await line.receive()
-            if acked is not None:
-                self._held.discard(acked)
+            self._held.difference_update(acked)
             if reply[0]:
-                await q.release(p, token)
-        if unacked is not None:
-            await q.ack(p, unacked)
-            self._held.discard(unacked)
+                await self.queue.release(self.partition, token)
+        await self._ack(unacked)
 
     async def _renew_loop(self, done: asyncio.Event) -> None:
         """Extend our in-flight leases every ``renew_every_ms`` of real time (liveness)."""
@@ -197,13 +210,11 @@ class PartitionWorker:
 
     # --- running a batch ----------------------------------------------------------
 
-    async def _run_batch(self, claim: Claim) -> None:
+    async def _run_batch(self, claim: Claim) -> bool:
+        """Run a claimed batch; True if it put events back into this partition."""
         q, p = self.queue, self.partition
         events = claim.events
-        self._claimed.inc(len(events) + len(claim.bad) + claim.missing)
-        if claim.missing:
-            log.error("partition %d: %d queue entries had no payload (dead)", p, claim.missing)
-            self._dead.inc(claim.missing)
+        self._claimed.inc(len(events) + len(claim.bad))
         if claim.bad:
             for member, reason in claim.bad:
                 log.error("partition %d: malformed entry %r: %s", p, member, reason)
@@ -225,6 +236,7 @@ class PartitionWorker:
                 continue
             await self._run_group(reg, group, out)
         await self._finish(claim, out, n)
+        return bool(out.failures or out.deferred or out.follow_durable or out.follow_memory)
 
     async def _run_group(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         try:

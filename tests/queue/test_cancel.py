@@ -64,7 +64,7 @@ async def test_cancel_or_reschedule_racing_a_claim(
     wins = {"op": 0, "claim": 0}
     for round_ in range(150):
         event_id = await claimer.schedule(NewEvent("k", 1, clock.now_ms()))
-        op_delay, claim_delay = rng.randrange(8), rng.randrange(8)
+        op_delay, claim_delay = rng.random() * 0.004, rng.random() * 0.004
         if rng.random() < 0.5:
             op_won, claimed = await asyncio.gather(
                 _op(canceller, operation, event_id, op_delay, clock),
@@ -84,18 +84,16 @@ async def test_cancel_or_reschedule_racing_a_claim(
 
 
 async def _op(
-    queue: EventQueue, operation: str, event_id: int, delay: int, clock: ManualClock
+    queue: EventQueue, operation: str, event_id: int, delay: float, clock: ManualClock
 ) -> bool:
-    for _ in range(delay):  # vary who reaches Redis first
-        await asyncio.sleep(0)
+    await asyncio.sleep(delay)  # vary who reaches Redis first
     if operation == "cancel":
         return await queue.cancel(1, event_id)
     return await queue.reschedule(1, event_id, clock.now_ms() + 3_600_000)
 
 
-async def _claim(queue: EventQueue, delay: int) -> list[int]:
-    for _ in range(delay):
-        await asyncio.sleep(0)
+async def _claim(queue: EventQueue, delay: float) -> list[int]:
+    await asyncio.sleep(delay)
     claim = await queue.claim(1)
     if claim.token:
         await queue.ack(1, claim.token)

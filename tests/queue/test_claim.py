@@ -5,8 +5,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
-from gameserver.queue import EventQueue, NewEvent
-from gameserver.queue.codec import id_key
+from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy
 from tests.queue.conftest import START_MS
 
 
@@ -31,8 +30,7 @@ async def test_claim_moves_events_in_flight_and_ack_forgets_them(
     [s] = await queue.stats([0])
     assert (s.depth, s.inflight) == (2, 0)
     k = queue.keys(0)
-    assert not await redis.hexists(k.payload, id_key(ids[0]))
-    assert await redis.hexists(k.payload, id_key(ids[4]))
+    assert await redis.zcard(k.due) == 2 and await redis.hlen(k.batches) == 0
     assert await queue.ack(0, claim.token) is False  # twice: nothing left
 
 
@@ -42,7 +40,7 @@ async def test_limit_and_ack_riding_on_the_next_claim(
     ids = await _schedule(queue, 5)
     await clock.advance(10)
     first = await queue.claim(0, 2)
-    second = await queue.claim(0, 2, ack=first.token)
+    second = await queue.claim(0, 2, ack=[first.token])
     assert [e.id for e in first.events + second.events] == ids[:4]
     [s] = await queue.stats([0])
     assert s.inflight == 2  # the first batch was acked by the second claim
@@ -86,8 +84,14 @@ async def test_recover_and_release_return_batches_at_once(
     assert await queue.ack(0, a.token) is False
 
 
-async def test_missing_reports_ids_unknown_to_redis(queue: EventQueue, clock: ManualClock) -> None:
-    ids = await _schedule(queue, 3)
+async def test_missing_reports_durable_ids_unknown_to_redis(
+    queue: EventQueue, clock: ManualClock
+) -> None:
+    events = [Event(100 + i, "k", 0, START_MS + i, 0, {}, 0, True) for i in range(4)]
+    assert await queue.index(events) == 4
+    assert await queue.index(events) == 0  # known ones are left alone
     await clock.advance(10)
-    await queue.claim(0, 1)  # one in flight still counts as known
-    assert await queue.missing(0, [*ids, 42, 43]) == [42, 43]
+    claim = await queue.claim(0, 2)  # in flight still counts as known
+    await queue.retry(0, claim.token, [(claim.events[0], "x")], RetryPolicy(max_attempts=1))
+    # ... and so does a dead one
+    assert await queue.missing(0, [100, 101, 102, 103, 42, 43]) == [42, 43]

@@ -17,7 +17,7 @@ from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from gameserver.queue import EventQueue, NewEvent, RetryPolicy
+from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy
 from gameserver.queue.durable import add_durable_events
 from gameserver.queue.handlers import HandlerRegistry
 from gameserver.redis_client import connect
@@ -100,7 +100,7 @@ async def test_queue_operations_on_a_cluster(
     claimed: list[int] = []
     for p in range(8):
         first = await queue.claim(p, 2)
-        rest = await queue.claim(p, 100, ack=first.token)
+        rest = await queue.claim(p, 100, ack=[first.token])
         claimed += [e.id for e in first.events + rest.events]
         if p == 0 and rest.events:
             retried, dead = await queue.retry(
@@ -119,7 +119,9 @@ async def test_queue_operations_on_a_cluster(
     assert await queue.release(0, again.token) == 1
     await queue.claim(0)
     assert await queue.recover(0) == 1
-    assert await queue.missing(0, [dead.id, 5]) == [5]
+    assert await queue.index([Event(999, "k", 0, START_MS, 0, {}, 0, True)]) == 1
+    assert await queue.missing(0, [999, 5]) == [5]
+    assert await queue.cancel(0, 999) is True
     await queue.aclose()
     await _delete(cluster_client, redis_prefix)
 

@@ -32,13 +32,15 @@ def test_blob_round_trip(
     village = village % (1 << 62)
     due = 1_800_000_000_123
     blob = codec.encode(event_id, kind, village, due, priority, payload, 2, durable)
-    assert blob[:20] == codec.member(priority, event_id)
-    assert blob[20:33] == b"%013d" % due
+    assert blob[:22] == codec.member(priority, event_id)
+    assert blob[22:35] == b"%013d" % due
+    assert blob[35:36] == (b"d" if durable else b"m")
+    assert int(blob[36:42], 16) == len(blob) - 42
     event = codec.decode(blob)
     assert event == Event(event_id, kind, village, due, priority, payload, 2, durable)
     assert type(event) is Event
-    events, bad = codec.decode_many([blob, blob])
-    assert events == [event, event] and bad == []
+    assert codec.decode_stream(blob + blob, 2) == [event, event]
+    assert codec.split(blob + blob) == [blob, blob]
 
 
 def test_decoded_events_are_frozen() -> None:
@@ -52,13 +54,19 @@ def test_decoded_events_are_frozen() -> None:
     assert event == Event(5, "k", 1, 10, 0, {}, 0, False)
 
 
+def _blob(event_id: int, body: bytes) -> bytes:
+    """A blob with a correct header around any body."""
+    return codec.HEADER_MEMORY % (32768, event_id, 10, len(body)) + body
+
+
 def test_malformed_blobs_are_reported_with_a_reason() -> None:
     good = codec.encode(7, "k", 1, 10, 0, {"a": 1}, 0, False)
-    head = codec.encode(8, "k", 1, 10, 0, {}, 0, False)[:33]
-    garbage = head + b"\xc1\xc1not msgpack"
-    wrong_types = head + msgpack.packb([8, 42, "village", 10, 0, [], 0, False])
-    short = head + msgpack.packb([8, "k"])
-    events, bad = codec.decode_many([garbage, good, wrong_types, short])
+    garbage = _blob(8, b"\xc1\xc1not msgpack")
+    wrong_types = _blob(8, msgpack.packb([8, 42, "village", 10, 0, [], 0, False]))
+    short = _blob(8, msgpack.packb([8, "k"]))
+    stream = garbage + good + wrong_types + short
+    assert codec.decode_stream(stream, 4) is None  # the fast path gives up ...
+    events, bad = codec.decode_many(codec.split(stream))  # ... the slow one names them
     assert [e.id for e in events] == [7]
     assert [member for member, _ in bad] == [codec.member(0, 8)] * 3
     assert "undecodable" in bad[0][1]
@@ -66,8 +74,20 @@ def test_malformed_blobs_are_reported_with_a_reason() -> None:
     assert "undecodable" in bad[2][1]
 
 
+def test_split_stops_at_an_unreadable_header() -> None:
+    good = codec.encode(7, "k", 1, 10, 0, {}, 0, False)
+    broken = good[:36] + b"zzzzzz" + good[42:]
+    assert codec.split(good + broken + good) == [good, broken + good]
+    too_long = good[:36] + b"ffffff" + good[42:]
+    assert codec.split(good + too_long) == [good, too_long]
+    _, bad = codec.decode_many([broken + good])
+    assert bad and "undecodable" in bad[0][1]
+
+
 def test_decode_checks_the_header_against_the_body() -> None:
     good = codec.encode(7, "k", 1, 10, 0, {}, 0, False)
     with pytest.raises(MalformedEvent, match="header"):
-        codec.decode(codec.member(0, 8) + good[20:])
+        codec.decode(codec.member(0, 8) + good[22:])
+    with pytest.raises(MalformedEvent, match="bad header"):
+        codec.decode(b"xx" + good[2:])
     assert codec.split_member(codec.member(-3, 99)) == (-3, 99)
