@@ -28,6 +28,7 @@ from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
+from gameserver.tick import ShardedTick
 
 log = logging.getLogger("gameserver")
 
@@ -92,6 +93,7 @@ async def _serve(server: TaskServer) -> None:
 @click.option(
     "--partition-lease-ms", type=click.IntRange(200), help="Partition lease TTL (takeover time)."
 )
+@click.option("--no-tick", is_flag=True, help="Do not run the per-second resource tick.")
 def main(
     check: bool,
     burst: bool,
@@ -99,6 +101,7 @@ def main(
     batch_size: int | None,
     claim_lease_ms: int | None,
     partition_lease_ms: int | None,
+    no_tick: bool,
 ) -> None:
     """Run the task server: timed events of the queue partitions this process holds."""
     try:
@@ -122,6 +125,8 @@ def main(
         builtin.register(registry)
         load_game(game, registry, settings)
         server = TaskServer(settings, registry, config=config, burst=burst)
+        if not (burst or check or no_tick):
+            ShardedTick(server)
         gc.freeze()  # what was loaded at start lives on: keep it out of full GC passes
         if check:
             for line in asyncio.run(server.check()):
