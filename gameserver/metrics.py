@@ -56,6 +56,12 @@ class QueueMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.handler_failures = Counter(
+            "gameserver_handler_failures",
+            "Handler calls that raised or timed out (their events are then isolated)",
+            ["kind", "reason"],
+            registry=r,
+        )
         self.reconciled = Counter(
             "gameserver_reconciled", "Pending DB events re-indexed in Redis", registry=r
         )

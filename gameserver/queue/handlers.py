@@ -86,6 +86,7 @@ class Registration:
     durable: bool
     timeout_s: float
     retry: RetryPolicy
+    max_batch: int | None
 
 
 class HandlerRegistry:
@@ -102,6 +103,7 @@ class HandlerRegistry:
         durable: bool = True,
         timeout_s: float = HANDLER_TIMEOUT_S,
         retry: RetryPolicy | None = None,
+        max_batch: int | None = None,
     ) -> None:
         """Run ``handler`` for events of ``kind``.
 
@@ -110,6 +112,13 @@ class HandlerRegistry:
         ``processed_events``, so its effects happen exactly once.
         ``durable=False``: no transaction (in-memory work; at-least-once).
         A call running longer than ``timeout_s`` is cancelled and counts as a failure.
+        ``max_batch`` caps the events per call (None: all consecutive events of
+        the kind in a claimed batch, up to the worker's batch size).
+
+        When a call fails, a durable handler's batch (rolled back) is halved
+        until the bad events stand alone; an in-memory handler's events are run
+        once more one by one. Only the events that fail alone are retried (with
+        ``retry``'s backoff) or sent to the dead letters.
         """
         if not kind or len(kind) > KIND_MAX_LEN:
             raise ValueError(f"kind must be 1..{KIND_MAX_LEN} chars, got {kind!r}")
@@ -117,9 +126,10 @@ class HandlerRegistry:
             raise ValueError(f"a handler for {kind!r} is already registered")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
-        self._by_kind[kind] = Registration(
-            kind, handler, durable, timeout_s, retry or RetryPolicy()
-        )
+        if max_batch is not None and max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        policy = retry or RetryPolicy()
+        self._by_kind[kind] = Registration(kind, handler, durable, timeout_s, policy, max_batch)
 
     def handler(self, kind: str, **options: object) -> Callable[[Handler], Handler]:
         """Decorator form of ``register``."""

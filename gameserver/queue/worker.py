@@ -42,6 +42,10 @@ class _Outcome:
     redelivered: int = 0
 
 
+def _failure_kind(exc: BaseException) -> str:
+    return "timeout" if isinstance(exc, TimeoutError) else "error"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "handler timed out"
@@ -239,12 +243,18 @@ class PartitionWorker:
         return bool(out.failures or out.deferred or out.follow_durable or out.follow_memory)
 
     async def _run_group(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
+        if reg.max_batch is not None and len(group) > reg.max_batch:
+            for i in range(0, len(group), reg.max_batch):
+                await self._run_group(reg, group[i : i + reg.max_batch], out)
+            return
+        transactional = reg.durable or True in map(_is_durable, group)
         try:
-            if reg.durable or True in map(_is_durable, group):
+            if transactional:
                 await self._call_durable(reg, group, out)
             else:
                 await self._call_memory(reg, group, out)
         except Exception as exc:
+            self.metrics.handler_failures.labels(reg.kind, _failure_kind(exc)).inc()
             if len(group) == 1:
                 log.warning(
                     "partition %d: %s event %d failed: %s",
@@ -253,9 +263,21 @@ class PartitionWorker:
                 )  # fmt: skip
                 out.failures.append((group[0], _describe(exc), reg.retry))
                 return
-            # isolate the bad event: run the batch's events one by one
-            for event in group:
-                await self._run_group(reg, [event], out)
+            log.info(
+                "partition %d: a call of %s with %d events failed (%s); isolating",
+                self.partition, reg.kind, len(group), _describe(exc),
+            )  # fmt: skip
+            if transactional:
+                # the call rolled back: halve the batch until the bad events stand alone
+                # (a bad event costs ~2 log2(n) calls; a batch too slow for the timeout
+                # runs in halves)
+                half = len(group) // 2
+                await self._run_group(reg, group[:half], out)
+                await self._run_group(reg, group[half:], out)
+            else:
+                # no rollback here: run each event once more, on its own
+                for event in group:
+                    await self._run_group(reg, [event], out)
 
     def _observe(self, kind: str, started: float) -> None:
         child = self._latency.get(kind)

@@ -205,3 +205,43 @@ async def _version(redis: Redis, prefix: str, player: int) -> bool:
 
 async def _len(items: list[Event], n: int) -> bool:
     return len(items) >= n
+
+
+async def test_a_failed_durable_batch_is_halved_until_the_bad_event_stands_alone(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    calls: list[list[int]] = []
+
+    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+        calls.append([e.payload["n"] for e in events])
+        await apply_effects(ctx, events)
+
+    registry = HandlerRegistry()
+    registry.register(EFFECT, record, max_batch=16)
+    await _commit(
+        sessions,
+        queue,
+        [NewEvent(EFFECT, 0, START_MS, {"n": n, "fail": n == 5}) for n in range(20)],
+    )
+    workers.start(queue, registry, 0, sessions=sessions)
+    await eventually(lambda: _at_least(sessions, "processed", 19))
+    await settle()
+    sizes = [(c[0], len(c)) for c in calls]
+    # max_batch: 16 + 4; the failing 16 is halved: 8 (bad) -> 4 ok, 4 (bad) -> 2 (bad) -> 1, 1
+    assert sizes == [
+        (0, 16),
+        (0, 8),
+        (0, 4),
+        (4, 4),
+        (4, 2),
+        (4, 1),
+        (5, 1),
+        (6, 2),
+        (8, 8),
+        (16, 4),
+    ]
+    c = await counts(sessions)
+    assert c == {"processed": 19, "effects": 19, "distinct": 19, "pending": 1}
