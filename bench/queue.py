@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,6 +54,27 @@ BENCH_KIND = "bench.noop"
 REDIS_BYTES_PER_EVENT = 260  # due member + payload blob in Redis, measured ~200-230
 PY_BYTES_PER_EVENT = 24  # lateness sample (8) and its share of chunk buffers
 SCHEDULE_CALL = 10_000  # events per schedule_many call (and per raw ZADD "call")
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return 0.0
+
+
+def warn_if_busy(load_at_start: float) -> None:
+    """Say so when other processes kept the CPUs busy before the run started."""
+    cores = os.cpu_count() or 1
+    if load_at_start > 0.5 * cores:
+        from bench.report import console
+
+        console.print(
+            f"[yellow]note: the load average was {load_at_start:.1f} on {cores} cores before "
+            "this run: other processes share the CPUs, so the figures (even the ratios) are "
+            "noisier than on a quiet machine[/yellow]"
+        )
 
 
 def check_bench_prefix(prefix: str) -> str:
@@ -367,6 +389,7 @@ async def noop_bench(
 
     _quiet_logs()
     check_bench_prefix(prefix)
+    load_at_start = load_average()
     redis = Redis.from_url(redis_url)
     database = None
     try:
@@ -453,7 +476,12 @@ async def noop_bench(
         summary["plot"] = str(
             report.save_plot(out, "queue_lateness", lambda ax: steady.draw(ax, dispatch.per_s))
         )
-    extra = {"redis": await _redis_version(redis_url)}
+    warn_if_busy(load_at_start)
+    extra = {
+        "redis": await _redis_version(redis_url),
+        "loadavg_at_start": load_at_start,
+        "loadavg_at_end": load_average(),
+    }
     summary["json"] = str(
         report.save_json(out, "queue_noop", {"machine": report.machine_info(extra), **summary})
     )
@@ -763,6 +791,7 @@ async def game_bench(
 
     _quiet_logs()
     check_bench_prefix(prefix)
+    load_at_start = load_average()
     data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
     need = villages * GAME_BYTES_PER_VILLAGE + 2 * events * GAME_BYTES_PER_EVENT
     check_disk(data_dir, need, f"a game queue bench of {villages:,} villages, {events:,} events")
@@ -868,7 +897,13 @@ async def game_bench(
             f"{HANDLER_TIMEOUT_S:.0f} s): their work was rolled back and the worker re-ran "
             "those events one by one[/yellow]"
         )
-    extra = {"redis": await _redis_version(redis_url), "database": versions}
+    warn_if_busy(load_at_start)
+    extra = {
+        "redis": await _redis_version(redis_url),
+        "database": versions,
+        "loadavg_at_start": load_at_start,
+        "loadavg_at_end": load_average(),
+    }
     name = f"queue_game_{db}"
     summary["json"] = str(
         report.save_json(out, name, {"machine": report.machine_info(extra), **summary})

@@ -712,8 +712,9 @@ async def web_bench(
 
     from bench import report
     from bench.databases import drop_database, fresh_database
-    from bench.queue import check_bench_prefix, clear_prefix
+    from bench.queue import check_bench_prefix, clear_prefix, load_average, warn_if_busy
 
+    load_at_start = load_average()
     load = LoadGenerator.pick(client, client_threads)
     levels = sorted({*sweep, connections})
     if url:
@@ -789,10 +790,12 @@ async def web_bench(
 
     name = f"web_{db}" if url is None else "web_external"
     summary["plot"] = str(report.save_plot(out, name, draw))
+    warn_if_busy(load_at_start)
     extra = {
         "redis": await _redis_version(redis_url),
         "load_generator": load.version(),
-        "loadavg_at_end": os.getloadavg(),
+        "loadavg_at_start": load_at_start,
+        "loadavg_at_end": load_average(),
     }
     summary["json"] = str(
         report.save_json(out, name, {"machine": report.machine_info(extra), **summary})
