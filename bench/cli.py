@@ -210,6 +210,15 @@ def web(
     "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True,
     help="database of --handlers game",
 )  # fmt: skip
+@click.option("--vs", "vs", type=click.Choice(["arq"]), default=None,
+              help="also measure a peer on deferred no-op jobs")  # fmt: skip
+@click.option(
+    "--arq-python", type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("var/bench/arq-venv/bin/python"), show_default=True,
+    help="an interpreter with arq installed (arq pins redis-py < 6, so it lives apart)",
+)  # fmt: skip
+@click.option("--arq-events", type=click.IntRange(1, 1_000_000), default=10_000,
+              show_default=True, help="jobs for --vs arq")  # fmt: skip
 @click.option("--db-name", default="wgbench_queue", show_default=True, help="bench-owned database")
 @click.option("--pg-admin-url", default=DEFAULT_PG_ADMIN_URL, show_default=True)
 @click.option("--redis-url", default="redis://127.0.0.1:6379/0", show_default=True)
@@ -224,6 +233,9 @@ def queue(
     handlers: str,
     villages: int,
     db: str,
+    vs: str | None,
+    arq_python: Path,
+    arq_events: int,
     db_name: str,
     pg_admin_url: str,
     redis_url: str,
@@ -244,7 +256,8 @@ def queue(
             await q.noop_bench(
                 events=events or 1_000_000, partitions=partitions, batch=batch, rate=rate,
                 steady_seconds=steady_seconds, redis_url=redis_url, prefix=prefix,
-                db_name=db_name, out=out,
+                db_name=db_name, out=out, vs_arq=vs == "arq", arq_python=arq_python,
+                arq_events=arq_events,
             )  # fmt: skip
 
     run_async(go)

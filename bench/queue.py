@@ -53,6 +53,12 @@ TARGETS = {
 BENCH_KIND = "bench.noop"
 REDIS_BYTES_PER_EVENT = 260  # due member + payload blob in Redis, measured ~200-230
 PY_BYTES_PER_EVENT = 24  # lateness sample (8) and its share of chunk buffers
+DEFAULT_ARQ_PYTHON = Path("var/bench/arq-venv/bin/python")
+ARQ_SETUP = "python3 -m venv var/bench/arq-venv && var/bench/arq-venv/bin/pip install arq"
+# arq's defaults (10 jobs at once, a poll every 0.5 s) run ~200 jobs/s here; these settings
+# gave it the best rate of the few tried (10/0.5 s, 100/0.05 s, 1000/0.01 s)
+ARQ_MAX_JOBS = 100
+ARQ_POLL_DELAY_S = 0.05
 SCHEDULE_CALL = 10_000  # events per schedule_many call (and per raw ZADD "call")
 
 
@@ -378,6 +384,9 @@ async def noop_bench(
     prefix: str,
     db_name: str,
     out: Path,
+    vs_arq: bool = False,
+    arq_python: Path = DEFAULT_ARQ_PYTHON,
+    arq_events: int = 10_000,
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -427,6 +436,11 @@ async def noop_bench(
         dispatch = Rates(events, recorder.window_s())
         backlog = _lateness(recorder.lateness_ms)
 
+        arq = None
+        if vs_arq:
+            report.console.print(f"arq: {arq_events:,} deferred no-op jobs ({arq_python}) ...")
+            arq = await arq_peer(arq_python, redis_url, prefix, arq_events)
+
         steady_rate = rate if rate is not None else dispatch.per_s / 2
         steady = None
         if steady_seconds > 0:
@@ -437,6 +451,8 @@ async def noop_bench(
     finally:
         with contextlib.suppress(Exception):
             await clear_prefix(redis, prefix)
+            if vs_arq:
+                await clear_arq_keys(redis, prefix)
         await redis.aclose()
         if database is not None:
             await drop_database(database)
@@ -461,6 +477,9 @@ async def noop_bench(
     }
     if steady is not None:
         summary["steady"] = steady.summary()
+    if arq is not None:
+        summary["arq"] = arq
+        summary["dispatch_vs_arq"] = dispatch.per_s / max(arq["run_per_s"], 1e-9)
     met = {
         "dispatch_per_s": dispatch.per_s >= TARGETS["dispatch_per_s"],
         "dispatch_ratio": summary["dispatch_ratio"] >= TARGETS["dispatch_ratio"],
@@ -621,6 +640,24 @@ def _print_noop(summary: dict[str, Any], steady: Steady | None) -> None:
             f"lateness p99 {lat['p99']:.1f} ms (target ≤ {TARGETS['lateness_p99_ms']:.0f}: "
             f"{_verdict(met['lateness_p99'])}), max {lat['max']:.1f} ms (target ≤ "
             f"{TARGETS['lateness_max_ms']:.0f}: {_verdict(met['lateness_max'])})"
+        )
+    arq = summary.get("arq")
+    if arq:
+        lat = arq["lateness_ms"]
+        report.print_table(
+            f"peer: arq {arq['version']}, {arq['events']:,} deferred no-op jobs, one worker "
+            f"(max_jobs={ARQ_MAX_JOBS}, poll_delay={ARQ_POLL_DELAY_S} s); events/s",
+            [
+                [
+                    "arq",
+                    f"{arq['enqueue_per_s']:,.0f}",
+                    f"{arq['run_per_s']:,.0f}",
+                    f"{lat['p50']:.0f}",
+                    f"{lat['p99']:.0f}",
+                    f"{summary['dispatch_vs_arq']:,.0f}×",
+                ]
+            ],
+            ["", "enqueue", "run", "late p50 ms", "late p99 ms", "our dispatch"],
         )
     report.console.print(
         f"Redis memory: {summary['redis_bytes_per_event']:.0f} bytes per pending event",
@@ -918,3 +955,91 @@ async def _db_version(engine: Any) -> str:
         if conn.dialect.name == "postgresql":
             return str((await conn.execute(text("SHOW server_version"))).scalar())
         return "sqlite " + str((await conn.execute(text("SELECT sqlite_version()"))).scalar())
+
+
+# ---- a peer: arq, in its own virtualenv (it pins redis-py < 6, which this project outgrew) --
+
+_ARQ_DRIVER = r"""
+import asyncio, datetime, json, logging, sys, time
+from arq import create_pool
+from arq.connections import RedisSettings
+from arq.worker import Worker, func
+
+logging.disable(logging.INFO)
+url, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+queue = prefix + ":arq"
+lateness, span = [], [float("inf"), 0.0]
+
+async def noop(ctx, due_ms):
+    now = time.perf_counter()
+    span[0] = min(span[0], now)
+    lateness.append(time.time() * 1000 - due_ms)
+    span[1] = time.perf_counter()
+
+async def main():
+    pool = await create_pool(RedisSettings.from_dsn(url), default_queue_name=queue)
+    due_ms = int((time.time() + n / 2000 + 1.0) * 1000)  # after the last enqueue, we hope
+    when = datetime.datetime.fromtimestamp(due_ms / 1000, tz=datetime.timezone.utc)
+    started = time.perf_counter()
+    for i in range(n):
+        await pool.enqueue_job("noop", due_ms, _job_id=f"{prefix}:{i}", _defer_until=when)
+    enqueue_s = time.perf_counter() - started
+    worker = Worker([func(noop, name="noop", keep_result=0)], redis_pool=pool, queue_name=queue,
+                    burst=True, handle_signals=False, keep_result=0, log_results=False,
+                    max_jobs=int(sys.argv[4]), poll_delay=float(sys.argv[5]))
+    await worker.main()
+    await worker.close()
+    late = sorted(lateness)
+    pick = lambda q: late[min(len(late) - 1, max(0, int(q * len(late) + 0.5) - 1))]
+    print("ARQJSON " + json.dumps({
+        "events": n, "ran": len(late), "enqueue_s": enqueue_s, "run_s": span[1] - span[0],
+        "lateness_ms": {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": late[-1]},
+    }), flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def arq_peer(python: Path, redis_url: str, prefix: str, events: int) -> dict[str, Any]:
+    """Enqueue ``events`` deferred no-op jobs with arq, run them with an arq worker (burst)."""
+    import json
+    import subprocess
+    import tempfile
+
+    if not python.exists():
+        raise FatalError(f"--vs arq: no interpreter at {python}; set one up with: {ARQ_SETUP}")
+    check = await asyncio.create_subprocess_exec(
+        str(python), "-c", "import arq", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    if await check.wait() != 0:
+        raise FatalError(f"--vs arq: {python} cannot import arq; install it: {ARQ_SETUP}")
+    with tempfile.NamedTemporaryFile("w", suffix=".py", prefix="wgbench-arq-") as script:
+        script.write(_ARQ_DRIVER)
+        script.flush()
+        proc = await asyncio.create_subprocess_exec(
+            str(python), script.name, redis_url, f"{prefix}:arq", str(events),
+            str(ARQ_MAX_JOBS), str(ARQ_POLL_DELAY_S), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await proc.communicate()
+    for line in out.decode().splitlines():
+        if line.startswith("ARQJSON "):
+            figures: dict[str, Any] = json.loads(line[len("ARQJSON ") :])
+            break
+    else:
+        raise FatalError(f"--vs arq: the arq run failed: {err.decode().strip()[-500:]}")
+    version = await asyncio.create_subprocess_exec(
+        str(python), "-c", "import arq; print(arq.VERSION)", stdout=subprocess.PIPE
+    )
+    figures["version"] = (await version.communicate())[0].decode().strip()
+    figures["settings"] = {"max_jobs": ARQ_MAX_JOBS, "poll_delay_s": ARQ_POLL_DELAY_S}
+    figures["enqueue_per_s"] = events / max(figures["enqueue_s"], 1e-9)
+    figures["run_per_s"] = figures["ran"] / max(figures["run_s"], 1e-9)
+    return figures
+
+
+async def clear_arq_keys(redis: Redis, prefix: str) -> None:
+    """arq names its job keys ``arq:<kind>:<job id>``; ours carry the bench prefix."""
+    check_bench_prefix(prefix)
+    async for key in redis.scan_iter(match=f"arq:*:{prefix}:arq:*", count=5000):
+        await redis.unlink(key)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from bench.queue import check_memory
+from bench.queue import ARQ_SETUP, DEFAULT_ARQ_PYTHON, check_memory
 from common.errors import FatalError
 from tests.conftest import TEST_PG_ADMIN_URL, TEST_REDIS_URL
 
@@ -96,3 +96,36 @@ async def test_a_size_that_does_not_fit_in_redis_is_refused_clearly() -> None:
         await check_memory(fake, "redis://10.0.0.9:6379/0", 1_000_000)  # type: ignore[arg-type]
     figures = await check_memory(fake, "redis://10.0.0.9:6379/0", 1_000)  # type: ignore[arg-type]
     assert figures["redis_maxmemory"] == 100 * 2**20
+
+
+def test_queue_bench_vs_arq_without_arq_says_how_to_set_it_up(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--events", "1000", "--steady-seconds", "0",
+         "--vs", "arq", "--arq-python", str(tmp_path / "no-python"), "--prefix",
+         f"wgbench_smoke_{uuid.uuid4().hex[:8]}", "--redis-url", TEST_REDIS_URL,
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--vs arq: no interpreter at" in proc.stderr and "pip install arq" in proc.stderr
+
+
+@pytest.mark.skipif(not DEFAULT_ARQ_PYTHON.exists(), reason=f"no arq venv; {ARQ_SETUP}")
+def test_queue_bench_vs_arq_measures_the_peer(tmp_path: Path) -> None:
+    prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--events", "1000", "--steady-seconds", "0",
+         "--vs", "arq", "--arq-events", "300", "--prefix", prefix, "--db-name", prefix,
+         "--redis-url", TEST_REDIS_URL, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    arq = json.loads((tmp_path / "queue_noop.json").read_text())["arq"]
+    assert arq["events"] == arq["ran"] == 300
+    assert arq["run_per_s"] > 0 and arq["enqueue_per_s"] > 0 and arq["version"]
+    client = Redis.from_url(TEST_REDIS_URL)
+    try:
+        assert list(client.scan_iter(match=f"arq:*{prefix}*", count=1000)) == []
+    finally:
+        client.close()
+    assert _keys_left(prefix) == []
