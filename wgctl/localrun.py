@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -85,7 +86,14 @@ def run(demo_players: int, game: str) -> None:
         villages = asyncio.run(prepare_database(settings, demo_players, game))
         click.echo(f"database ready ({villages} villages): {settings!r}")
 
-        env = {**os.environ, "REDIS_URL": settings.redis_url, "DATABASE_URL": settings.database_url}
+        # the Procfile names console scripts: find them next to this Python (the venv's bin)
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        env = {
+            **os.environ,
+            "PATH": path,
+            "REDIS_URL": settings.redis_url,
+            "DATABASE_URL": settings.database_url,
+        }
         manager = Manager()
         for name, process in parse_procfile(PROCFILE.read_text()).processes.items():
             manager.add_process(name, process, env=env)
