@@ -27,7 +27,7 @@ class TaskServerConfig:
     renew_every_ms: int = RENEW_EVERY_MS
     max_idle_ms: int = MAX_IDLE_MS
     prefetch: bool = True  # while a backlog drains, claim the next batch during this one
-    min_claim_interval_ms: int = 2  # a partition with events flowing in is claimed this often
+    min_claim_interval_ms: int = 5  # a partition with events flowing in is claimed this often
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,11 @@ class TaskServer:
 
     async def _open(self) -> None:
         settings = self.settings
+        if settings.is_sqlite and sqlite3.sqlite_version_info < (3, 35):
+            raise FatalError(
+                f"DATABASE_URL: SQLite {sqlite3.sqlite_version} lacks DELETE ... RETURNING, "
+                "which the queue's exactly-once path needs; use SQLite 3.35+ or PostgreSQL"
+            )
         self.redis = await connect(settings)
         self.engine = create_engine(settings)
         await check_database(self.engine)
