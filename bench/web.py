@@ -820,10 +820,12 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
         ratio = r.rps / bare.rps if bare and bare.rps else 0.0
         lat = [f"{r.latency_ms[k]:.1f}" for k in ("p50", "p90", "p99", "max")]
         rows.append([PHASE_SHORT[r.phase], r.connections, f"{r.rps:,.0f}", *lat, f"{ratio:.2f}"])
-        notes.append(
-            f"  {PHASE_SHORT[r.phase]} c={r.connections}: answers {_statuses(r)}; server CPU "
-            f"{r.cpu_us_per_request('server'):,.0f} µs/request"
+        cpu = (
+            f"; server CPU {r.cpu_us_per_request('server'):,.0f} µs/request"
+            if r.cpu_s.get("server")
+            else ""  # an external server: its processes are not ours to watch
         )
+        notes.append(f"  {PHASE_SHORT[r.phase]} c={r.connections}: answers {_statuses(r)}{cpu}")
     report.print_table(
         f"web: {figures.players} players, {figures.workers} process(es), {figures.target}; "
         f"{figures.client}; latency in ms",
