@@ -92,6 +92,12 @@ class EventQueue:
     only record, so they are lost if Redis loses its data. Events that must
     survive that are written to the DB with ``durable.add_durable_events`` in
     the command's transaction and indexed here with ``index`` after the commit.
+    Durable events are found by id at once; cancelling or rescheduling an
+    in-memory event scans its partition.
+
+    The client must not decode responses. On a single Redis server the queue
+    opens a few connections of its own for its hot paths: call ``aclose()``
+    when done with it (the client itself is the caller's to close).
     """
 
     def __init__(
