@@ -717,21 +717,27 @@ async def web_bench(
     load_at_start = load_average()
     load = LoadGenerator.pick(client, client_threads)
     levels = sorted({*sweep, connections})
+    redis: Redis | None = None
     if url:
         url = url.rstrip("/")
         await check_reachable(url)
     else:
+        from common.redis_conn import check_redis
+
         check_bench_prefix(prefix)
-    bare = await Servers("hello", workers).start()
+        client = Redis.from_url(redis_url)
+        try:
+            await check_redis(client, redis_url)
+        except BaseException:
+            await client.aclose()
+            raise
+        redis = client
+    bare: Servers | None = None
     game: Servers | None = None
     database = None
-    redis = None
     try:
-        if url is None:
-            redis = Redis.from_url(redis_url)
-            from common.redis_conn import check_redis
-
-            await check_redis(redis, redis_url)
+        bare = await Servers("hello", workers).start()
+        if redis is not None:
             await clear_prefix(redis, prefix)
             database = await fresh_database(db, db_name, redis_url, pg_admin_url)
             env = {
@@ -743,6 +749,7 @@ async def web_bench(
             game = await Servers("serve", workers, env).start()
             game_url = game.url
         else:
+            assert url is not None
             game_url = url
         if token_file is not None:
             roster = read_tokens(token_file)
@@ -766,11 +773,13 @@ async def web_bench(
     finally:
         if game is not None:
             game.stop()
-        bare.stop()
+        if bare is not None:
+            bare.stop()
         if database is not None:
             await drop_database(database, pg_admin_url)
         if redis is not None:
-            await clear_prefix(redis, prefix)
+            with contextlib.suppress(Exception):  # Redis went away: nothing left to tidy
+                await clear_prefix(redis, prefix)
             await redis.aclose()
     figures = WebFigures(
         results, connections, len(roster), workers, load.version(), url or f"bench server ({db})"
