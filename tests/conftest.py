@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -25,6 +26,10 @@ from common.settings import Settings, load_settings
 from db.engine import create_engine
 from db.migrate import upgrade
 from db.models import Base
+
+# No deadlines: a loaded 2-core machine makes examples slow, and speed is bench/'s business.
+hypothesis_settings.register_profile("project", deadline=None)
+hypothesis_settings.load_profile("project")
 
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TEST_PG_ADMIN_URL = os.environ.get(
