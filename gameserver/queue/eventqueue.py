@@ -414,7 +414,8 @@ class EventQueue:
                 dead += 1
             else:
                 due = now + policy.delay_ms(failures_so_far)
-                blob = codec.encode_event(event, due_ms=due, attempts=failures_so_far)
+                # the backoff moves the score only: the event keeps its due time (game time)
+                blob = codec.encode_event(event, attempts=failures_so_far)
                 entries.append([m, due, blob, b""])
                 retried += 1
         moved = await self._move(partition, token, entries)
