@@ -163,6 +163,7 @@ async def test_metrics_are_served(
 
 
 async def test_periodic_jobs_plug_into_the_scheduler(
+    redis: Redis,  # first: its teardown (deleting the test's keys) runs after the server's
     small: Settings,
     sessions: async_sessionmaker[AsyncSession],
     run_server: Callable[[TaskServer], asyncio.Task[None]],
