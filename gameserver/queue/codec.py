@@ -66,14 +66,24 @@ def encode(
     payload: dict[str, Any],
     attempts: int,
     durable: bool,
+    score_ms: int | None = None,
 ) -> bytes:
+    """The blob of an event. ``score_ms`` (default ``due_ms``) is when it is to run: a retry
+    runs later than the game time ``due_ms`` its handler sees."""
     body = pack_body([event_id, kind, village_id, due_ms, priority, payload, attempts, durable])
     header = HEADER_DURABLE if durable else HEADER_MEMORY
-    return header % (priority + PRIORITY_BIAS, event_id, due_ms, len(body)) + body
+    score = due_ms if score_ms is None else score_ms
+    return header % (priority + PRIORITY_BIAS, event_id, score, len(body)) + body
 
 
-def encode_event(event: Event, *, due_ms: int | None = None, attempts: int | None = None) -> bytes:
-    """Re-encode ``event``, optionally with a new due time or attempt count."""
+def encode_event(
+    event: Event,
+    *,
+    due_ms: int | None = None,
+    attempts: int | None = None,
+    score_ms: int | None = None,
+) -> bytes:
+    """Re-encode ``event``, optionally with a new due time, attempt count or run time."""
     return encode(
         event.id,
         event.kind,
@@ -83,6 +93,7 @@ def encode_event(event: Event, *, due_ms: int | None = None, attempts: int | Non
         event.payload,
         event.attempts if attempts is None else attempts,
         event.durable,
+        score_ms,
     )
 
 

@@ -414,8 +414,9 @@ class EventQueue:
                 dead += 1
             else:
                 due = now + policy.delay_ms(failures_so_far)
-                # the backoff moves the score only: the event keeps its due time (game time)
-                blob = codec.encode_event(event, attempts=failures_so_far)
+                # the backoff moves when it runs (the score, also in the header, for a
+                # requeue after a lease expiry), never its due time: that is game time
+                blob = codec.encode_event(event, attempts=failures_so_far, score_ms=due)
                 entries.append([m, due, blob, b""])
                 retried += 1
         moved = await self._move(partition, token, entries)
@@ -540,7 +541,8 @@ class EventQueue:
             return False
         now = self.clock.now_ms()
         try:
-            new_blob = codec.encode_event(codec.decode(blob), due_ms=now, attempts=0)
+            # runs now, as of its own due time (game time)
+            new_blob = codec.encode_event(codec.decode(blob), attempts=0, score_ms=now)
         except MalformedEvent:
             new_blob = blob  # requeue as is; it will come back here with its reason
         keys = (k.due, k.byid, k.dead, k.deadinfo)

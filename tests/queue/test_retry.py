@@ -175,3 +175,29 @@ async def _len(items: list[str], n: int) -> bool:
 
 async def _dead_count(queue: EventQueue, n: int) -> bool:
     return sum(s.dead for s in await queue.stats()) >= n
+
+
+async def test_retries_and_requeues_move_the_run_time_not_the_game_time(
+    queue: EventQueue, clock: ManualClock
+) -> None:
+    await queue.schedule(NewEvent("k", 0, START_MS))
+    claim = await queue.claim(0)
+    policy = RetryPolicy(max_attempts=2, base_ms=1_000)
+    assert await queue.retry(0, claim.token, [(claim.events[0], "x")], policy) == (1, 0)
+    [s] = await queue.stats([0])
+    assert s.oldest_due_ms == START_MS + 1_000  # it runs after the backoff ...
+    await clock.advance(1_000)
+    again = await queue.claim(0)
+    [event] = again.events
+    assert (event.due_ms, event.attempts) == (START_MS, 1)  # ... as of its own due time
+    assert await queue.release(0, again.token) == 1  # handed back: still after its backoff
+    [s] = await queue.stats([0])
+    assert s.oldest_due_ms == START_MS + 1_000
+    last = await queue.claim(0)
+    assert await queue.retry(0, last.token, [(last.events[0], "y")], policy) == (0, 1)
+    await clock.advance(5_000)
+    assert await queue.requeue_dead(0, event.id) is True
+    [s] = await queue.stats([0])
+    assert s.oldest_due_ms == START_MS + 6_000  # runs now ...
+    [event] = (await queue.claim(0)).events
+    assert (event.due_ms, event.attempts) == (START_MS, 0)  # ... as of its own due time
