@@ -18,6 +18,8 @@ def setup_logging(level: str = "INFO") -> None:
         stream=sys.stderr,
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # aiosqlite logs every statement with its parameters at DEBUG (password hashes too)
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLevelName(level)))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -6,6 +6,7 @@ variable is its upper-case name (``redis_url`` -> ``REDIS_URL``).
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Literal
 
@@ -83,6 +84,14 @@ class Settings(BaseSettings):
     __str__ = __repr__
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def _redacted(value: object) -> str:
+    """``repr(value)`` with the password of any URL in it replaced by ``***``."""
+    return _URL_PASSWORD.sub(r"\1***@", repr(value))
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read settings from the environment; raise ConfigError naming the bad variable."""
     try:
@@ -91,7 +100,7 @@ def load_settings(**overrides: object) -> Settings:
         first = exc.errors()[0]
         variable = str(first["loc"][0]).upper() if first["loc"] else "settings"
         message = first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{variable}: {message} (got {first.get('input')!r})") from None
+        raise ConfigError(f"{variable}: {message} (got {_redacted(first.get('input'))})") from None
 
 
 def env_variables() -> set[str]:

@@ -30,6 +30,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
+    # an error's text (logged by the tiers) never carries the bound values: password
+    # hashes, session token hashes
+    kwargs.setdefault("hide_parameters", True)
     url = make_url(settings.database_url)
     if settings.is_sqlite:
         if url.database and url.database != ":memory:":

@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from common.entrypoint import setup_logging
 from common.errors import FatalError
 from common.settings import Settings, load_settings
 from gameserver import builtin
@@ -106,11 +107,7 @@ def main(
     """Run the task server: timed events of the queue partitions this process holds."""
     try:
         settings = load_settings()
-        logging.basicConfig(
-            level=settings.log_level,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+        setup_logging(settings.log_level)
         tuning: dict[str, Any] = {}
         if batch_size:
             tuning["batch_size"] = batch_size
