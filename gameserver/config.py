@@ -34,6 +34,7 @@ class TaskServerConfig:
     marker_check_ms: int = MARKER_CHECK_MS
     stats_every_s: float = STATS_EVERY_S
     shutdown_grace_s: float = 10.0  # a stopping worker may finish its batch for this long
+    restart_backoff_s: float = 1.0  # a failed worker restarts after this, doubling to 30 s
     # Each claimed event allocates a few container objects; CPython's default gen-0 GC
     # threshold (700) then collects every ~250 events, which costs as much as decoding
     # them. The server raises it while it runs (None: leave the GC alone).

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from gameserver.queue.constants import PARTITION_LEASE_GROUP
 from gameserver.queue.eventqueue import EventQueue
 from gameserver.queue.handlers import HandlerRegistry
 from gameserver.queue.reconciler import Reconciler
-from gameserver.queue.worker import PartitionWorker
+from gameserver.queue.worker import PartitionWorker, is_unavailable
 from gameserver.redis_client import connect
 from gameserver.wake import WakeListener
 
@@ -307,17 +308,32 @@ class TaskServer:
         self._workers[partition] = _Running(worker, task)
 
     async def _supervise(self, worker: PartitionWorker) -> None:
-        """Run a worker; restart it after an unexpected error (Redis or DB down, a bug)."""
+        """Run a worker; restart it after an error (Redis or the DB down, a bug), waiting
+        longer after each failure in a row. Its batch in hand returns to *due* unharmed:
+        no attempt is counted against its events."""
         assert self.queue is not None
+        failures = 0
         while True:
+            started = time.monotonic()
             try:
                 await worker.run()
                 return
-            except Exception:
-                log.exception("partition %d: worker failed; restarting", worker.partition)
+            except Exception as exc:
+                if time.monotonic() - started > 60:
+                    failures = 0
+                failures += 1
+                delay = min(self.config.restart_backoff_s * 2 ** (failures - 1), 30.0)
+                log.error(
+                    "partition %d: worker stopped (%s); restarting in %.1f s",
+                    worker.partition, exc, delay, exc_info=not is_unavailable(exc),
+                )  # fmt: skip
             if worker.stopping or self._stop.is_set():
                 return
-            await asyncio.sleep(1)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stop.wait()
+            if self._stop.is_set():
+                return
             with contextlib.suppress(Exception):
                 await self.queue.recover(worker.partition)
 

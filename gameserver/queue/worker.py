@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.snapshot_versions import bump_versions
@@ -40,6 +42,22 @@ class _Outcome:
     follow_memory: list[NewEvent] = field(default_factory=list)
     players: set[int] = field(default_factory=set)
     redelivered: int = 0
+
+
+class DatabaseUnavailable(Exception):
+    """Raised out of a batch when the database fails: the worker stops, its supervisor
+    restarts it later, and the batch returns to *due* with no attempt counted."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """The database, Redis or the network failed, not a handler: no event is to blame."""
+    if isinstance(exc, TimeoutError):  # a handler's timeout is the handler's
+        return False
+    if isinstance(exc, OSError | DatabaseUnavailable | RedisConnectionError):
+        return True
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
+    return False
 
 
 def _failure_kind(exc: BaseException) -> str:
@@ -254,6 +272,8 @@ class PartitionWorker:
             else:
                 await self._call_memory(reg, group, out)
         except Exception as exc:
+            if transactional and is_unavailable(exc):
+                raise DatabaseUnavailable(f"database unavailable: {_describe(exc)}") from exc
             self.metrics.handler_failures.labels(reg.kind, _failure_kind(exc)).inc()
             if len(group) == 1:
                 log.warning(

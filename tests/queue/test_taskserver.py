@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
@@ -188,3 +189,43 @@ async def test_periodic_jobs_plug_into_the_scheduler(
 
     await eventually(ticked)
     assert started == [server]
+
+
+async def test_a_database_outage_counts_no_attempt_against_the_events(
+    redis: Redis,
+    small: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+    run_server: Callable[[TaskServer], asyncio.Task[None]],
+) -> None:
+    queue = make_queue(partitions=4)
+    outage = {"calls": 0}
+    ran: list[Event] = []
+
+    async def arrive(ctx: HandlerContext, events: list[Event]) -> None:
+        outage["calls"] += 1
+        if outage["calls"] <= 3:  # the first calls find the database restarting
+            raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))
+        ran.extend(events)
+
+    registry = HandlerRegistry()
+    registry.register("arrive", arrive)
+    async with sessions() as session, session.begin():
+        events = await add_durable_events(
+            session, [NewEvent("arrive", 1, START_MS) for _ in range(5)], clock=clock
+        )
+    await queue.index(events)
+    config = TaskServerConfig(
+        partition_lease_ttl_ms=1_000, partition_heartbeat_ms=100, restart_backoff_s=0.05
+    )
+    server = TaskServer(small, registry, clock, config=config)
+    run_server(server)
+
+    async def all_ran() -> bool:
+        return len(ran) == 5
+
+    await eventually(all_ran)
+    assert {e.attempts for e in ran} == {0}  # the outage was nobody's fault
+    assert sum(s.dead for s in await queue.stats()) == 0
+    assert (await counts(sessions))["processed"] == 5
