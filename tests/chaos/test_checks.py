@@ -1,0 +1,165 @@
+"""The chaos checks can fail: each is fed a small world with one planted fault.
+
+A check that never fails proves nothing, so every invariant of ``chaos.checks``
+gets a world where it holds and the same world with the kind of corruption it
+exists to catch (an event applied twice or late, a lost troop, a march that
+arrived although recalled, an answer that was never committed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from chaos.checks import (
+    Baseline,
+    Check,
+    Final,
+    check_events_once,
+    check_ledger,
+    check_marches,
+    check_resources,
+    check_troops,
+    parse_world,
+)
+from chaos.players import Command, Ledger, PlayerInfo
+from common.amounts import SCALE
+from refgame.economy import field_production
+
+V = 1  # the village under test
+T0 = 1_800_000_000_000
+SPEED = 1.0
+
+
+def _row(t: int, wood: int, wood_rate: int, crop_rate: int = 0) -> dict[str, int]:
+    return {
+        "village_id": V, "shard": 0, "updated_ms": t,
+        "wood": wood, "clay": 0, "iron": 0, "crop": 0,
+        "wood_rate": wood_rate, "clay_rate": 0, "iron_rate": 0, "crop_rate": crop_rate,
+        "warehouse_cap": 10_000 * SCALE, "granary_cap": 10_000 * SCALE,
+    }  # fmt: skip
+
+
+def _final(**changes: Any) -> Final:
+    base: dict[str, Any] = {
+        "now_ms": T0 + 3_600_000, "stock": {}, "buildings": {}, "troops": [], "marches": [],
+        "build_orders": [], "training_orders": [], "scheduled": [], "processed": [],
+        "reports": [], "idempotent": {},
+    }  # fmt: skip
+    base.update(changes)
+    return Final(**base)
+
+
+def _build(seq: int, done_ms: int, target: int, spent_ms: int) -> tuple[Command, tuple[Any, ...]]:
+    answer = {"order_id": seq, "kind": "woodcutter", "target_level": target,
+              "cost": {"wood": 10, "clay": 0, "iron": 0, "crop": 0},
+              "started_ms": spent_ms, "done_ms": done_ms}  # fmt: skip
+    cmd = Command(seq, 7, V, "build", {"village_id": V, "kind": "woodcutter"}, f"k{seq}",
+                  spent_ms, status=200, answer=answer)  # fmt: skip
+    return cmd, ((7, f"k{seq}"), (200, answer, spent_ms))
+
+
+def _ledger(*commands: Command) -> Ledger:
+    ledger = Ledger()
+    ledger.players = [PlayerInfo("p", "pw-xyz", "raider", "127.0.1.1", "http://x", 7, V)]
+    ledger.commands = list(commands)
+    return ledger
+
+
+def _resources(final_row: dict[str, int]) -> Check:
+    cmd, (key, stored) = _build(1, T0 + 60_000, 3, T0 + 10_000)
+    baseline = Baseline(T0, {V: _row(T0, 100 * SCALE, 25)}, {V: {"woodcutter": 2}}, {}, {})
+    final = _final(stock={V: final_row}, idempotent={key: stored})
+    world = parse_world(_ledger(cmd), final, SPEED, Check("parse", ""))
+    return check_resources(world, baseline, final)
+
+
+def _wood_at(t_end: int, change_at: int) -> int:
+    """Wood after: 25/h from T0, -10 units at T0+10 s, the woodcutter's new rate from
+    ``change_at``."""
+    new_rate = 25 + field_production(3, SPEED) - field_production(2, SPEED)
+    wood = 100 * SCALE + 25 * 10_000 - 10 * SCALE
+    wood += 25 * (change_at - (T0 + 10_000))
+    return wood + new_rate * (t_end - change_at)
+
+
+def test_resources_equal_the_replayed_history() -> None:
+    end = T0 + 120_000
+    new_rate = 25 + field_production(3, SPEED) - field_production(2, SPEED)
+    good = _row(end, _wood_at(end, T0 + 60_000), new_rate)
+    assert _resources(good).violations == []
+    late = _row(end, _wood_at(end, T0 + 61_000), new_rate)  # the change applied 1 s late
+    assert _resources(late).violations
+    twice = _row(end, _wood_at(end, T0 + 60_000), new_rate + 20)  # the level-up applied twice
+    assert _resources(twice).violations
+    never = _row(T0 + 50_000, _wood_at(T0 + 50_000, T0 + 50_000), 25)  # it never ran
+    assert _resources(never).violations
+
+
+def test_events_ran_once_per_committed_command() -> None:
+    cmd, (key, stored) = _build(1, T0 + 60_000, 3, T0 + 10_000)
+    once = _final(processed=[(11, "build_done", V, T0 + 60_001)], idempotent={key: stored})
+    world = parse_world(_ledger(cmd), once, SPEED, Check("parse", ""))
+    assert check_events_once(world, once, []).violations == []
+    twice = _final(
+        processed=[(11, "build_done", V, T0 + 60_001), (12, "build_done", V, T0 + 60_002)],
+        idempotent={key: stored},
+    )
+    assert check_events_once(world, twice, []).violations
+    assert check_events_once(world, _final(idempotent={key: stored}), []).violations
+
+
+def test_every_answer_is_committed_once() -> None:
+    cmd, (key, stored) = _build(1, T0 + 60_000, 3, T0 + 10_000)
+    assert check_ledger(_ledger(cmd), _final(idempotent={key: stored})).violations == []
+    assert check_ledger(_ledger(cmd), _final()).violations  # answered 200, nothing committed
+    refused = Command(2, 7, V, "build", {}, "k2", T0, status=409, answer={}, code="x")
+    committed = _final(idempotent={(7, "k2"): (200, {}, T0)})
+    assert check_ledger(_ledger(refused), committed).violations  # refused, yet committed
+
+
+def _march_world(recalled: bool, report: bool) -> tuple[Any, Final]:
+    sent = {"march_id": 5, "kind": "raid", "target_village_id": 2,
+            "troops": {"legionnaire": 3}, "depart_ms": T0, "arrive_ms": T0 + 9_000}  # fmt: skip
+    cmds = [Command(1, 7, V, "march", {}, "m1", T0, status=200, answer=sent)]
+    stored = {(7, "m1"): (200, sent, T0)}
+    if recalled:
+        back = {"march_id": 5, "kind": "return", "arrive_ms": T0 + 2_000}
+        cmds.append(Command(2, 7, V, "recall", {"march_id": 5}, "r1", T0 + 1_000, status=200,
+                            answer=back))  # fmt: skip
+        stored[7, "r1"] = (200, back, T0 + 1_000)
+    reports = []
+    if report:
+        battle = {"kind": "raid", "seed": 1, "wall_level": 0, "attackers": {"legionnaire": 3},
+                  "defenders": {}, "luck_permille": 0, "attack_power": 1, "defense_power": 1,
+                  "attacker_won": True, "attacker_loss_ppt": 0, "defender_loss_ppt": 0,
+                  "attacker_losses": {}, "defender_losses": {}}  # fmt: skip
+        for side in ("attacker", "defender"):
+            body = {"type": "battle", "side": side, "time_ms": T0 + 9_000, "battle": battle,
+                    "attacker": {"village_id": V, "x": 0, "y": 0},
+                    "defender": {"village_id": 2, "x": 1, "y": 0}, "loot": {}}  # fmt: skip
+            reports.append((len(reports) + 1, 7, "battle", body, T0 + 9_000))
+    final = _final(reports=reports, idempotent=stored)
+    return parse_world(_ledger(*cmds), final, SPEED, Check("parse", "")), final
+
+
+def test_a_march_arrives_once_or_is_recalled_never_both() -> None:
+    world, final = _march_world(recalled=False, report=True)
+    assert check_marches(world, final, 1_000).violations == []
+    world, final = _march_world(recalled=True, report=False)
+    assert check_marches(world, final, 1_000).violations == []
+    world, final = _march_world(recalled=True, report=True)
+    assert check_marches(world, final, 1_000).violations
+    world, final = _march_world(recalled=False, report=False)
+    assert check_marches(world, final, 1_000).violations
+
+
+def test_troops_are_conserved() -> None:
+    world, final = _march_world(recalled=True, report=False)
+    baseline = Baseline(T0, {}, {}, {V: Counter({"legionnaire": 3})}, {})
+    home = _final(troops=[(V, V, "legionnaire", 3)], idempotent=final.idempotent)
+    assert check_troops(world, baseline, home).violations == []
+    lost = _final(troops=[(V, V, "legionnaire", 2)], idempotent=final.idempotent)
+    assert check_troops(world, baseline, lost).violations
+    doubled = _final(troops=[(V, V, "legionnaire", 3), (2, V, "legionnaire", 3)])
+    assert check_troops(world, baseline, doubled).violations

@@ -1,0 +1,81 @@
+"""Account takeover, offline: how passwords are stored (SECURITY.md, "Password hashing")."""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import replace
+
+from aiohttp.test_utils import TestClient
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from db.models import Player
+from tests.web.conftest import FAST_CONFIG, PASSWORD, MakeClient
+from webfront.config import WebConfig
+from webfront.passwords import ScryptParams, hash_password, needs_rehash, verify_password
+
+
+def _b64(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4))
+
+
+def test_production_parameters_are_the_documented_ones() -> None:
+    params = WebConfig().scrypt
+    assert (params.n, params.r, params.p) == (2**15, 8, 3)  # 32 MiB, ~0.25 s a hash
+    assert params.maxmem >= 128 * params.r * params.n * params.p
+    assert WebConfig().hash_threads <= 4  # hashes at once per process: a bounded CPU cost
+
+
+def test_each_hash_names_its_parameters_and_has_its_own_salt() -> None:
+    params = ScryptParams(n=2**12, r=8, p=1)
+    first, second = hash_password(PASSWORD, params), hash_password(PASSWORD, params)
+    assert first != second  # salted
+    for stored in (first, second):
+        scheme, n, r, p, salt, key = stored.split("$")
+        assert (scheme, int(n), int(r), int(p)) == ("scrypt", 2**12, 8, 1)
+        assert len(_b64(salt)) == 16 and len(_b64(key)) == 32
+        assert PASSWORD not in stored
+        assert verify_password(PASSWORD, stored, params)
+        assert not verify_password(PASSWORD + "x", stored, params)
+
+
+def test_an_account_without_a_password_hash_matches_nothing() -> None:
+    params = ScryptParams(n=2**10, r=8, p=1)
+    for stored in ("!", "", "plain text", "scrypt$not-a-hash"):
+        assert not verify_password(stored, stored, params)
+        assert not verify_password(PASSWORD, stored, params)
+
+
+def test_an_unknown_account_costs_as_much_as_a_known_one() -> None:
+    """No timing oracle for which names exist: a hash is computed either way."""
+    params = ScryptParams(n=2**14, r=8, p=1)
+    stored = hash_password(PASSWORD, params)
+
+    def fastest(stored_hash: str | None) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            verify_password("a wrong password", stored_hash, params)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    known, unknown = fastest(stored), fastest(None)
+    assert unknown > 0.5 * known, (known, unknown)
+
+
+async def test_old_parameters_are_upgraded_at_the_next_login(
+    make_client: MakeClient, engine: AsyncEngine
+) -> None:
+    weak = replace(FAST_CONFIG, scrypt=ScryptParams(n=2**10, r=8, p=1))
+    strong = ScryptParams(n=2**12, r=8, p=2)
+    old: TestClient = await make_client(scrypt=weak.scrypt)
+    resp = await old.post("/api/register", json={"name": "Olga", "password": PASSWORD})
+    assert resp.status == 201
+    new: TestClient = await make_client(scrypt=strong)
+    resp = await new.post("/api/login", json={"name": "Olga", "password": PASSWORD})
+    assert resp.status == 200
+    async with engine.connect() as conn:
+        stored = (await conn.execute(select(Player.password_hash))).scalar_one()
+    assert stored.startswith(f"scrypt${strong.n}${strong.r}${strong.p}$")
+    assert not needs_rehash(stored, strong) and verify_password(PASSWORD, stored, strong)
