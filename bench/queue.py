@@ -26,6 +26,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import gc
 import logging
 import math
 import os
@@ -230,6 +231,8 @@ class Recorder:
 
     expected: int
     lateness_ms: array.array[float] = field(default_factory=lambda: array.array("d"))
+    due_ms: array.array[int] = field(default_factory=lambda: array.array("q"))  # same order
+    keep_due: bool = False  # record due times too (the steady run plots lateness over time)
     handled: int = 0
     ready_at: float | None = None  # when the task server's workers started
     first_start: float = math.inf
@@ -252,6 +255,8 @@ class Recorder:
             if started < self.first_start:
                 self.first_start = started
             self.lateness_ms.extend([now_ms - e.due_ms for e in events])
+            if self.keep_due:
+                self.due_ms.extend([e.due_ms for e in events])
             if handler is not None:
                 try:
                     await handler(ctx, events)
@@ -313,6 +318,10 @@ async def run_task_server(
     from gameserver.taskserver import TaskServer
 
     server = TaskServer(settings, registry, config=TaskServerConfig(batch_size=batch), burst=burst)
+    # as the gameserver console script does: what lives on stays out of full GC passes
+    # (collect first, so the bench's scheduling garbage is not frozen with it)
+    gc.collect()
+    gc.freeze()
     started = time.perf_counter()
     task = asyncio.create_task(server.run())
     try:
@@ -495,6 +504,9 @@ async def noop_bench(
         summary["plot"] = str(
             report.save_plot(out, "queue_lateness", lambda ax: steady.draw(ax, dispatch.per_s))
         )
+        summary["plot_over_time"] = str(
+            report.save_plot(out, "queue_lateness_time", steady.draw_over_time)
+        )
     warn_if_busy(load_at_start)
     extra = {
         "redis": await _redis_version(redis_url),
@@ -546,6 +558,20 @@ class Steady:
         )
         ax.legend()
 
+    def draw_over_time(self, ax: Any) -> None:
+        """Lateness against due time: a steady backlog and a neighbour's burst look different."""
+        due, late = self.recorder.due_ms, self.recorder.lateness_ms
+        if not due:
+            return
+        first = min(due)
+        step = max(1, len(due) // 100_000)  # enough points to see, few enough to draw
+        xs = [(due[i] - first) / 1000 for i in range(0, len(due), step)]
+        ys = [late[i] for i in range(0, len(late), step)]
+        ax.scatter(xs, ys, s=1, alpha=0.3, linewidths=0)
+        ax.set_xlabel("due time (s from the first event)")
+        ax.set_ylabel("lateness (ms)")
+        ax.set_title(f"lateness over time at {self.rate:,.0f} events/s")
+
 
 async def steady_load(
     settings: Any,
@@ -572,7 +598,7 @@ async def steady_load(
 
     events = max(1, int(rate * seconds))
     await check_memory(redis, "redis://127.0.0.1", events)  # counted as local: conservative
-    recorder = Recorder(events)
+    recorder = Recorder(events, keep_due=True)
     ready = asyncio.Event()
     lead_s = events / max(schedule_rate, 1.0) * 2 + 2.0
     run = run_task_server(

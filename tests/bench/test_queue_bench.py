@@ -48,6 +48,7 @@ def test_queue_bench_produces_sane_figures(tmp_path: Path) -> None:
     assert lat["p50"] > -5  # no event runs (much) before it is due; clocks are ms-grained
     assert set(figures["targets_met"]) >= {"dispatch_ratio", "schedule_ratio", "lateness_p99"}
     assert (tmp_path / "queue_lateness.png").stat().st_size > 1000
+    assert (tmp_path / "queue_lateness_time.png").stat().st_size > 1000
     assert "raw ZADD" in proc.stdout and "lateness p99" in proc.stdout
     assert _keys_left(prefix) == []  # the bench cleaned its prefix
 
