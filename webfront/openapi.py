@@ -121,9 +121,10 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         }
     responses: dict[str, Any] = {}
     if endpoint.media_type is not None:
+        body_type = "object" if endpoint.media_type == JSON else "string"
         success: dict[str, Any] = {
             "description": "success",
-            "content": {endpoint.media_type: {"schema": {"type": "string"}}},
+            "content": {endpoint.media_type: {"schema": {"type": body_type}}},
         }
     elif endpoint.response is not None:
         success = {"description": "success", "content": _content(_ref(endpoint.response))}
@@ -138,6 +139,8 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         operation["security"] = [{"bearer": []}, {"cookie": []}]
     if endpoint.body is not None:
         errors.update({400, 413, 415, 422})
+    if endpoint.method == "POST":
+        errors.add(415)  # every POST must be JSON (the CSRF rule), a body-less one too
     if endpoint.query is not None:
         errors.add(422)
     if endpoint.path.startswith("/api/"):
