@@ -344,25 +344,32 @@ class Player:
         picked = {u: max(1, int(troops[u] * share)) for u in kinds}
         return {u: min(n, troops[u]) for u, n in picked.items()}
 
-    def _choose(self, kinds: tuple[str, ...]) -> tuple[str, Target | None]:
+    def _choose(self, kinds: tuple[str, ...], party: dict[str, int]) -> tuple[str, Target | None]:
+        """A kind and a target that ``party`` reaches within the longest allowed leg."""
+        config = self.population.config
+        here = (self.info.x, self.info.y)
+
+        def near(t: Target) -> bool:
+            leg = march_duration_ms(here, (t.x, t.y), party, config.world_speed)
+            return leg <= config.max_leg_ms
+
         r = self.rng.random()
         if "reinforce" in kinds and (len(kinds) == 1 or r < 0.15):
-            pool = [t for t in self.targets if t.kind == "fortress"]
-            return "reinforce", self.rng.choice(pool) if pool else None
-        kind = "raid" if self.rng.random() < 0.5 else "attack"
-        pool = [t for t in self.targets if t.kind == ("raider" if r < 0.3 else "bot")]
+            kind, wanted = "reinforce", "fortress"
+        else:
+            kind, wanted = (
+                ("raid" if self.rng.random() < 0.5 else "attack"),
+                ("raider" if r < 0.3 else "bot"),
+            )
+        pool = [t for t in self.targets if t.kind == wanted and near(t)]
         return kind, self.rng.choice(pool) if pool else None
 
     async def send_march(
         self, troops: dict[str, int], kinds: tuple[str, ...] = ("attack", "raid", "reinforce")
     ) -> None:
-        kind, target = self._choose(kinds)
-        if target is None:
-            return
         party = self._pick_troops(troops)
-        speed = self.population.config.world_speed
-        leg = march_duration_ms((self.info.x, self.info.y), (target.x, target.y), party, speed)
-        if leg > self.population.config.max_leg_ms:
+        kind, target = self._choose(kinds, party)
+        if target is None:
             return
         body = {
             "village_id": self.info.village_id,
