@@ -530,8 +530,28 @@ class Steady:
     def lateness(self) -> dict[str, float]:
         return _lateness(self.recorder.lateness_ms)
 
+    def backlog_ms(self) -> tuple[float, float]:
+        """Median lateness of the first and of the last tenth of the events by due time.
+
+        A server that keeps up has about the same at both ends; one that does
+        not piles up a backlog, and the lateness grows through the run.
+        """
+        import numpy as np
+
+        due = np.frombuffer(self.recorder.due_ms, dtype=np.int64)
+        late = np.frombuffer(self.recorder.lateness_ms, dtype=np.float64)
+        if len(due) < 20 or len(due) != len(late):
+            return 0.0, 0.0
+        ordered = late[np.argsort(due, kind="stable")]
+        tenth = len(ordered) // 10
+        return float(np.median(ordered[:tenth])), float(np.median(ordered[-tenth:]))
+
     def summary(self) -> dict[str, Any]:
+        first, last = self.backlog_ms()
         return {
+            "lateness_p50_first_tenth_ms": first,
+            "lateness_p50_last_tenth_ms": last,
+            "kept_up": last - first < 50,
             "rate_per_s": self.rate,
             "seconds": self.seconds,
             "events": self.events,
@@ -626,6 +646,14 @@ async def steady_load(
         console.print(
             f"[yellow]the task server fell behind: it ran {recorder.handled:,} of {events:,} "
             "events before the bench stopped it; lateness covers those[/yellow]"
+        )
+    steady = Steady(rate, seconds, events, recorder, late_start)
+    first, last = steady.backlog_ms()
+    if last - first >= 50:
+        console.print(
+            f"[yellow]the task server did not keep up with {rate:,.0f} events/s: the median "
+            f"lateness grew from {first:.0f} ms (first tenth of the events) to {last:.0f} ms "
+            "(last tenth); see queue_lateness_time.png[/yellow]"
         )
     if late_start > 0:
         console.print(
