@@ -128,6 +128,17 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 20
         await asyncio.sleep(0.02)
 
 
+async def at_rest(queue: EventQueue, depth: int) -> None:
+    """Wait until ``depth`` events wait in *due* and nothing is in flight (the worker put
+    its failed events back and acked the rest)."""
+
+    async def check() -> bool:
+        stats = await queue.stats()
+        return sum(s.depth for s in stats) == depth and sum(s.inflight for s in stats) == 0
+
+    await eventually(check)
+
+
 async def settle(clock: ManualClock | None = None, turns: int = 20) -> None:
     """Let workers run for a moment (loop turns, not wall time)."""
     for _ in range(turns):

@@ -12,7 +12,7 @@ from db.models import ProcessedEvent, ScheduledEvent
 from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy, durable
 from gameserver.queue.durable import add_durable_events, cancel_durable, reschedule_durable
 from gameserver.queue.handlers import HandlerContext, HandlerRegistry
-from tests.queue.conftest import START_MS, Workers, counts, eventually, settle
+from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually, settle
 from tests.queue.testgame import EFFECT, effects
 from tests.queue.testgame.handlers import apply_effects
 
@@ -136,6 +136,7 @@ async def test_failed_handler_rolls_back_then_retries_once(
     c = await counts(sessions)
     # the failing batch's effect rows were rolled back; each good event took effect once
     assert c == {"processed": 4, "effects": 4, "distinct": 4, "pending": 1}
+    await at_rest(queue, 1)
     await clock.advance(100)
     await eventually(lambda: _dead(queue, 1))
     [dead] = await queue.dead()

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from common.clock import ManualClock
+from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import free_port
 from common.settings import Settings
 from gameserver import builtin
@@ -89,12 +89,12 @@ async def test_a_sleeping_worker_wakes_for_an_earlier_event(
     small: Settings,
     sessions: async_sessionmaker[AsyncSession],
     make_queue: Callable[..., EventQueue],
-    clock: ManualClock,
     run_server: Callable[[TaskServer], asyncio.Task[None]],
     redis: Redis,
     redis_prefix: str,
 ) -> None:
-    queue = make_queue(partitions=4)
+    queue = make_queue(partitions=4, clock=SYSTEM_CLOCK)
+    now = SYSTEM_CLOCK.now_ms()
     seen: list[Event] = []
 
     async def record(ctx: HandlerContext, events: list[Event]) -> None:
@@ -102,8 +102,8 @@ async def test_a_sleeping_worker_wakes_for_an_earlier_event(
 
     registry = HandlerRegistry()
     registry.register("rec", record, durable=False)
-    await queue.schedule(NewEvent("rec", 2, START_MS + 3_600_000))
-    server = TaskServer(small, registry, clock, config=FAST)
+    await queue.schedule(NewEvent("rec", 2, now + 3_600_000))
+    server = TaskServer(small, registry, SYSTEM_CLOCK, config=FAST)
     task = run_server(server)
     await asyncio.wait_for(server.started.wait(), 10)
     assert server.wake is not None
@@ -113,8 +113,8 @@ async def test_a_sleeping_worker_wakes_for_an_earlier_event(
         return all(r.worker.wake_before < float("inf") for r in server._workers.values())
 
     await eventually(sleeping)
-    # the clock does not move: only the wake-up can make the worker claim this one
-    await queue.schedule(NewEvent("rec", 2, START_MS, {"now": True}))
+    # the worker sleeps for a minute (max_idle_ms): only the wake-up makes it claim this
+    await queue.schedule(NewEvent("rec", 2, now, {"now": True}))
 
     async def ran() -> bool:
         return len(seen) == 1
@@ -130,15 +130,18 @@ async def test_metrics_are_served(
     small: Settings,
     sessions: async_sessionmaker[AsyncSession],
     make_queue: Callable[..., EventQueue],
-    clock: ManualClock,
     run_server: Callable[[TaskServer], asyncio.Task[None]],
 ) -> None:
     port = free_port()
-    queue = make_queue(partitions=4)
-    await queue.schedule_many([NewEvent(builtin.NOOP, v, START_MS) for v in range(8)])
-    await queue.schedule(NewEvent(builtin.NOOP, 3, START_MS + 90_000))
+    queue = make_queue(partitions=4, clock=SYSTEM_CLOCK)
+    now = SYSTEM_CLOCK.now_ms()
+    await queue.schedule_many([NewEvent(builtin.NOOP, v, now) for v in range(8)])
+    await queue.schedule(NewEvent(builtin.NOOP, 3, now + 90_000))
     server = TaskServer(
-        small.model_copy(update={"gameserver_metrics_port": port}), _registry(), clock, config=FAST
+        small.model_copy(update={"gameserver_metrics_port": port}),
+        _registry(),
+        SYSTEM_CLOCK,
+        config=FAST,
     )
     run_server(server)
 
@@ -168,7 +171,6 @@ async def test_periodic_jobs_plug_into_the_scheduler(
     small: Settings,
     sessions: async_sessionmaker[AsyncSession],
     run_server: Callable[[TaskServer], asyncio.Task[None]],
-    clock: ManualClock,
 ) -> None:
     ticks: list[int] = []
     started: list[TaskServer] = []
@@ -179,7 +181,7 @@ async def test_periodic_jobs_plug_into_the_scheduler(
     async def on_start(server: TaskServer) -> None:
         started.append(server)
 
-    server = TaskServer(small, _registry(), clock, config=FAST)
+    server = TaskServer(small, _registry(), SYSTEM_CLOCK, config=FAST)
     server.add_job(tick, 0.05, name="tick")
     server.on_startup(on_start)
     run_server(server)
@@ -196,10 +198,9 @@ async def test_a_database_outage_counts_no_attempt_against_the_events(
     small: Settings,
     sessions: async_sessionmaker[AsyncSession],
     make_queue: Callable[..., EventQueue],
-    clock: ManualClock,
     run_server: Callable[[TaskServer], asyncio.Task[None]],
 ) -> None:
-    queue = make_queue(partitions=4)
+    queue = make_queue(partitions=4, clock=SYSTEM_CLOCK)
     outage = {"calls": 0}
     ran: list[Event] = []
 
@@ -213,13 +214,13 @@ async def test_a_database_outage_counts_no_attempt_against_the_events(
     registry.register("arrive", arrive)
     async with sessions() as session, session.begin():
         events = await add_durable_events(
-            session, [NewEvent("arrive", 1, START_MS) for _ in range(5)], clock=clock
+            session, [NewEvent("arrive", 1, SYSTEM_CLOCK.now_ms()) for _ in range(5)]
         )
     await queue.index(events)
     config = TaskServerConfig(
         partition_lease_ttl_ms=1_000, partition_heartbeat_ms=100, restart_backoff_s=0.05
     )
-    server = TaskServer(small, registry, clock, config=config)
+    server = TaskServer(small, registry, SYSTEM_CLOCK, config=config)
     run_server(server)
 
     async def all_ran() -> bool:
