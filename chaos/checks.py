@@ -68,6 +68,7 @@ class Check:
     checked: int = 0
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)  # for a post-mortem, not the summary
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -814,6 +815,12 @@ def check_resources(world: World, baseline: Baseline, final: Final) -> Check:
                     if (made := born.get(id(i))) is not None and made > i.t]  # fmt: skip
             why = f" [follow-ups created after their due time: {', '.join(late)}]" if late else ""
             c.fail(f"village {vid} ({len(items)} changes): " + "; ".join(diff) + why)
+            c.details[str(vid)] = {
+                "baseline": dict(start),
+                "final": dict(row),
+                "items": [[i.t, i.order, i.kind, repr(i.data)] for i in items],
+                "processed": [p for p in final.processed if p[2] == vid],
+            }
     return c
 
 

@@ -338,6 +338,9 @@ async def run(config: RunConfig) -> Summary:
             drain_check.notes.append(f"{later} events due after the drain (e.g. starvation)")
         report = CheckReport([*report.checks, drain_check])
         summary.checks = report.as_dict()
+        details = {c.name: c.details for c in report.checks if c.details}
+        if details:
+            (root / "details.json").write_text(json.dumps(details, indent=1, default=str))
         summary.seconds["checks"] = time.monotonic() - check_started
 
         ledger = population.ledger
@@ -379,7 +382,7 @@ async def run(config: RunConfig) -> Summary:
         summary.exit_codes = await asyncio.to_thread(stack.stop)
         summary.seconds["total"] = time.monotonic() - started
         (root / "summary.json").write_text(summary.as_json())
-        if not config.keep:
+        if not config.keep and summary.violations == 0 and summary.checks:
             stack.pg.remove()
             shutil.rmtree(root / "redis", ignore_errors=True)
     return summary
