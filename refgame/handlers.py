@@ -315,6 +315,7 @@ def _send_news(
 
 
 Apply = Callable[[state.GameTx, int, int, Mapping[str, Any]], Awaitable[None]]
+MAX_BATCH = 100  # events per handler call
 HANDLERS: dict[str, Apply] = {
     BUILD_DONE: build_done,
     TRAIN_DONE: train_done,
@@ -356,4 +357,6 @@ def register(registry: HandlerRegistry, settings: Settings | None = None) -> Non
     world_speed = settings.world_speed if settings else 1.0
     ids = IdGenerator()
     for kind, apply in HANDLERS.items():
-        registry.register(kind, _batch_handler(apply, world_speed, ids))
+        # events run one by one inside a call (a battle is ~15 statements): keep a call
+        # well inside the handler timeout, or a big batch would time out and be re-run
+        registry.register(kind, _batch_handler(apply, world_speed, ids), max_batch=MAX_BATCH)
