@@ -188,7 +188,9 @@ class PartitionWorker:
                     unacked = []
                 self.wake_before = deadline
                 try:
-                    await q.clock.sleep_until(deadline, self.wake)
+                    # +1 ms: a clock read in whole ms may still say deadline - 1 when the
+                    # timer fires, and a claim one ms early finds nothing (a wasted trip)
+                    await q.clock.sleep_until(deadline + 1, self.wake)
                 finally:
                     self.wake_before = math.inf
         finally:
