@@ -811,6 +811,7 @@ def check_resources(world: World, baseline: Baseline, final: Final) -> Check:
         for p in problems:
             c.fail(f"village {vid}: {p}")
         if diff:
+            diff.extend(_late_rate_change(start, levels, items, row, world.speed))
             late = [f"{i.kind} due {i.t} made at {made}" for i in items
                     if (made := born.get(id(i))) is not None and made > i.t]  # fmt: skip
             why = f" [follow-ups created after their due time: {', '.join(late)}]" if late else ""
@@ -822,6 +823,38 @@ def check_resources(world: World, baseline: Baseline, final: Final) -> Check:
                 "processed": [p for p in final.processed if p[2] == vid],
             }
     return c
+
+
+def _late_rate_change(
+    start: Mapping[str, int],
+    levels: Mapping[str, int],
+    items: list[_Item],
+    row: Mapping[str, int],
+    speed: float,
+) -> list[str]:
+    """Would one rate change applied ``s`` ms after its due time explain the difference?
+    (Its effect on the stock is then ``-delta * s``; the shifted history is replayed.)"""
+    state, _ = _replay(start, levels, items, speed)
+    at = max(state.updated_ms, int(row["updated_ms"]))
+    state.settle(at)
+    out = []
+    for res in RESOURCES:
+        gap = int(row[res]) + int(row[f"{res}_rate"]) * (at - int(row["updated_ms"]))
+        gap -= state.stock[res]
+        if not gap:
+            continue
+        for n, item in enumerate(items):
+            delta = item.data.get(res, 0) if item.kind == "rate" else 0
+            if not delta or gap % delta or -gap // delta <= 0:
+                continue
+            shift = -gap // delta
+            moved = _Item(item.t + shift, item.order, item.kind, item.data)
+            other = sorted([*items[:n], *items[n + 1 :], moved], key=lambda i: (i.t, i.order))
+            again, _ = _replay(start, levels, other, speed)
+            if not _compare(again, row):
+                out.append(f"= a {res} rate change of {delta:+d} due at {item.t} applied "
+                           f"{shift} ms late")  # fmt: skip
+    return out
 
 
 def _follow_up_births(

@@ -163,3 +163,13 @@ def test_troops_are_conserved() -> None:
     assert check_troops(world, baseline, lost).violations
     doubled = _final(troops=[(V, V, "legionnaire", 3), (2, V, "legionnaire", 3)])
     assert check_troops(world, baseline, doubled).violations
+
+
+def test_a_rate_change_applied_late_is_named_with_its_delay() -> None:
+    from chaos.checks import _Item, _late_rate_change
+
+    start = _row(T0, 0, 0, crop_rate=10)
+    items = [_Item(T0 + 10_000, 0, "rate", {"crop": -3})]
+    late = {**_row(T0 + 20_000, 0, 0, crop_rate=7), "crop": 10 * 11_000 + 7 * 9_000}
+    found = _late_rate_change(start, {}, items, late, SPEED)
+    assert found == [f"= a crop rate change of -3 due at {T0 + 10_000} applied 1000 ms late"]
