@@ -188,9 +188,7 @@ class PartitionWorker:
                     unacked = []
                 self.wake_before = deadline
                 try:
-                    # +1 ms: a clock read in whole ms may still say deadline - 1 when the
-                    # timer fires, and a claim one ms early finds nothing (a wasted trip)
-                    await q.clock.sleep_until(deadline + 1, self.wake)
+                    await q.clock.sleep_until(deadline, self.wake)
                 finally:
                     self.wake_before = math.inf
         finally:
