@@ -316,12 +316,16 @@ def parse_world(ledger: Ledger, final: Final, speed: float, check: Check) -> Wor
     seen: set[tuple[int, int, int, str]] = set()
     unique = []
     for body in world.reinforcements:
-        k = (int(body["sender"]["village_id"]), int(body["receiver"]["village_id"]),
-             int(body["time_ms"]), json.dumps(body["troops"], sort_keys=True))  # fmt: skip
-        if k not in seen:
-            seen.add(k)
+        arrival = (
+            int(body["sender"]["village_id"]),
+            int(body["receiver"]["village_id"]),
+            int(body["time_ms"]),
+            json.dumps(body["troops"], sort_keys=True),
+        )
+        if arrival not in seen:
+            seen.add(arrival)
             unique.append(body)
-            world.hosts.add(k[1])
+            world.hosts.add(arrival[1])
     world.reinforcements = unique
     return world
 
@@ -940,8 +944,8 @@ async def _raw_dead(redis: Redis, prefix: str, partitions: int) -> list[DeadEven
 
     out = []
     for p in range(partitions):
-        for entry, died in await redis.zrange(PartitionKeys(prefix, p).dead, 0, -1,
-                                              withscores=True):  # fmt: skip
+        rows: list[Any] = await redis.zrange(PartitionKeys(prefix, p).dead, 0, -1, withscores=True)
+        for entry, died in rows:
             out.append(DeadEvent(p, 0, bytes(entry)[:MEMBER_LEN], "?", 0, int(died), None))
     return out
 

@@ -126,7 +126,7 @@ async def _gift_troops(engine: AsyncEngine, population: Population, redis_url: s
     async with engine.begin() as conn:
         villages = [p.info.village_id for p in population.players]
         await stock.settle(conn, villages, now)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for p in population.players:
             gift = GIFTS[p.info.role]
             rows.extend(

@@ -128,7 +128,7 @@ def _march_world(recalled: bool, report: bool) -> tuple[Any, Final]:
         cmds.append(Command(2, 7, V, "recall", {"march_id": 5}, "r1", T0 + 1_000, status=200,
                             answer=back))  # fmt: skip
         stored[7, "r1"] = (200, back, T0 + 1_000)
-    reports = []
+    reports: list[tuple[int, int, str, dict[str, Any], int]] = []
     if report:
         battle = {"kind": "raid", "seed": 1, "wall_level": 0, "attackers": {"legionnaire": 3},
                   "defenders": {}, "luck_permille": 0, "attack_power": 1, "defense_power": 1,

@@ -91,6 +91,7 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
             home_player = (
                 await conn.execute(select(Village.player_id).where(Village.id == home))
             ).scalar_one()
+        assert home_player is not None
         # one legionnaire attacks a garrison: it dies, and the news of it travels home
         async with sessions() as session, session.begin():
             tx = DriverTx(session, T0, 1.0, ids)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp.test_utils import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.models import March, Player
@@ -108,7 +108,7 @@ async def test_concurrent_marches_never_send_the_same_troops_twice(
     try:
         async with engine.begin() as conn:
             await conn.execute(
-                Troop.__table__.insert().values(
+                insert(Troop).values(
                     village_id=alice["village_id"], home_village_id=alice["village_id"],
                     unit="legionnaire", count=10,
                 )

@@ -54,7 +54,7 @@ async def test_register_and_login_never_log_the_password_or_the_token(
 
 
 def test_settings_repr_hides_database_and_redis_passwords() -> None:
-    settings = Settings(
+    settings = load_settings(
         database_url="postgresql://game:db-s3cret@db.internal:5432/world",
         redis_url="redis://:redis-s3cret@cache.internal:6379/0",
     )
