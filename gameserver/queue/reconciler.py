@@ -30,6 +30,9 @@ from gameserver.queue.constants import MARKER_CHECK_MS, RECONCILE_CHUNK, RECONCI
 from gameserver.queue.durable import row_to_event
 from gameserver.queue.eventqueue import EventQueue
 
+OVERDUE_SWEEP_MS = 5_000  # how often overdue DB events are checked against Redis
+OVERDUE_GRACE_MS = 2_000  # an event this late and unknown to Redis was lost
+
 log = logging.getLogger(__name__)
 
 
@@ -78,12 +81,16 @@ class Reconciler:
                 pipe.set(self.queue.keys(p).marker, self._marker_token)
             await pipe.execute()
 
-    async def reconcile(self, partitions: Collection[int]) -> int:
-        """One pass over the pending events of ``partitions``; return how many were indexed."""
+    async def reconcile(self, partitions: Collection[int], due_before: int | None = None) -> int:
+        """One pass over the pending events of ``partitions``; return how many were indexed.
+
+        ``due_before`` limits the pass to events due by then (the overdue sweep).
+        """
         parts = set(partitions)
         if not parts:
             return 0
-        await self._set_markers(parts)
+        if due_before is None:
+            await self._set_markers(parts)
         total = self.queue.partitions
         by_partition = (ScheduledEvent.village_id % total).in_(sorted(parts))
         indexed = 0
@@ -97,6 +104,8 @@ class Reconciler:
             )
             if len(parts) < total:
                 query = query.where(by_partition)
+            if due_before is not None:
+                query = query.where(ScheduledEvent.due_ms <= due_before)
             async with self.sessions() as session:
                 rows = [(int(i), int(v)) for i, v in await session.execute(query)]
             if not rows:
@@ -129,6 +138,7 @@ class Reconciler:
     async def run(self) -> None:
         """Reconcile requested partitions, vanished markers, and everything every ``every_ms``."""
         next_full = time.monotonic() + self.every_ms / 1000
+        next_sweep = time.monotonic() + OVERDUE_SWEEP_MS / 1000
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.marker_check_ms / 1000):
@@ -150,6 +160,12 @@ class Reconciler:
                 todo.update(lost)
                 if todo:
                     await self.reconcile(todo)
+                if time.monotonic() >= next_sweep:
+                    # A command whose commit raced a Redis restart could not index its
+                    # event; whatever is overdue and unknown to Redis is indexed now.
+                    next_sweep = time.monotonic() + OVERDUE_SWEEP_MS / 1000
+                    cutoff = self.queue.clock.now_ms() - OVERDUE_GRACE_MS
+                    await self.reconcile(held - todo, due_before=cutoff)
             except asyncio.CancelledError:
                 raise
             except Exception:

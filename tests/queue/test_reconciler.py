@@ -110,3 +110,24 @@ async def test_flushall_while_events_are_pending_loses_nothing(
         server.stop()
         await asyncio.wait_for(task, 15)
         await queue.aclose()
+
+
+async def test_overdue_sweep_indexes_only_overdue_events_redis_lacks(
+    make_queue: Callable[..., EventQueue],
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+) -> None:
+    """A command's commit that raced a Redis restart could not index its event."""
+    queue = make_queue(partitions=2)
+    async with sessions() as session, session.begin():
+        events = await add_durable_events(
+            session,
+            [NewEvent(EFFECT, v, START_MS + 1_000 * v) for v in range(6)],
+            clock=clock,
+        )
+    await queue.index(events[:1])
+    reconciler = Reconciler(queue, sessions, lambda: range(2))
+    # due by START_MS + 2 s: events 0 (indexed already), 1 and 2
+    assert await reconciler.reconcile({0, 1}, due_before=START_MS + 2_000) == 2
+    assert sum(s.depth for s in await queue.stats()) == 3
+    assert await reconciler.lost_markers(range(2)) == [0, 1]  # a sweep is not a full pass
