@@ -41,7 +41,7 @@ class ManualClock:
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
         self._now = start_ms
-        self._moved = asyncio.Condition()
+        self._moved: asyncio.Event | None = None  # made in the running loop, on first sleep
 
     def now_ms(self) -> int:
         return self._now
@@ -53,15 +53,22 @@ class ManualClock:
         if now_ms < self._now:
             raise ValueError("a clock never goes back")
         self._now = now_ms
-        async with self._moved:
-            self._moved.notify_all()
+        moved, self._moved = self._moved, None
+        if moved is not None:
+            moved.set()  # every sleeper re-checks its deadline
 
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event | None = None) -> None:
-        async with self._moved:
-            while self._now < deadline_ms and not (wake and wake.is_set()):
-                # re-check periodically too, so a wake event set elsewhere is noticed
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._moved.wait(), 0.05)
+        while self._now < deadline_ms and not (wake and wake.is_set()):
+            if self._moved is None:
+                self._moved = asyncio.Event()
+            waits = [asyncio.ensure_future(self._moved.wait())]
+            if wake is not None:
+                waits.append(asyncio.ensure_future(wake.wait()))
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
 
 
 SYSTEM_CLOCK = SystemClock()
