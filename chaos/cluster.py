@@ -176,8 +176,13 @@ class PrivatePostgres:
                 self.stop("immediate")
 
     def remove(self) -> None:
-        """Delete the cluster's files (after ``destroy``)."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Delete the cluster's files (after ``destroy``; its last processes may still be
+        exiting, so try a few times)."""
+        for _ in range(20):
+            shutil.rmtree(self.root, ignore_errors=True)
+            if not self.root.exists():
+                break
+            time.sleep(0.25)
         if self.link.is_symlink():
             self.link.unlink()
 

@@ -274,9 +274,10 @@ async def run(config: RunConfig) -> Summary:
         }
         summary.seconds["setup"] = time.monotonic() - started
 
-        drain_reserve = 2 * config.max_leg_ms / 1000 + 35
+        # the drain takes about one march there and back after the last command
+        drain_reserve = 1.5 * config.max_leg_ms / 1000 + 20
         load_s = config.load_s or max(
-            60.0, config.minutes * 60 - summary.seconds["setup"] - drain_reserve - 25
+            60.0, config.minutes * 60 - summary.seconds["setup"] - drain_reserve - 10
         )
         plan = FULL_PLAN if config.plan == "full" else BOUNDED_PLAN
         faults = FaultInjector(
