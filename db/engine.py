@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -44,6 +45,23 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
     kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
+
+
+# SQLSTATE classes of a database that is down, starting or stopping, not of a bad statement:
+# 08 connection exception, 57 operator intervention (57P01 admin shutdown, 57P03 cannot
+# connect now: "the database system is not yet accepting connections").
+_OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "57"})
+
+
+def is_database_outage(exc: BaseException) -> bool:
+    """True when ``exc`` says the database is unreachable or restarting (retry later),
+    rather than that a statement was wrong."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+        return True
+    sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
+    return sqlstate[:2] in _OUTAGE_SQLSTATE_CLASSES
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

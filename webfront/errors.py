@@ -13,8 +13,9 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 from redis.exceptions import RedisError
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from db.engine import is_database_outage
 
 log = logging.getLogger("webfront")
 
@@ -109,7 +110,7 @@ def from_exception(exc: BaseException) -> ApiError:
         return ApiError(exc.status, code, exc.reason, headers=headers)
     if isinstance(exc, ValidationError):
         return from_validation(exc)
-    if isinstance(exc, RedisError | ConnectionError | PoolTimeoutError | OperationalError):
+    if isinstance(exc, RedisError | ConnectionError | PoolTimeoutError) or is_database_outage(exc):
         log.warning("backend unavailable: %s: %s", type(exc).__name__, exc)
         return ApiError(
             503, "unavailable", "a backend server is busy or unreachable; retry shortly",

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.snapshot_versions import bump_versions
+from db.engine import is_database_outage
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
 from gameserver.queue import durable
@@ -55,9 +55,7 @@ def is_unavailable(exc: BaseException) -> bool:
         return False
     if isinstance(exc, OSError | DatabaseUnavailable | RedisConnectionError):
         return True
-    if isinstance(exc, DBAPIError):
-        return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
-    return False
+    return is_database_outage(exc)
 
 
 def _failure_kind(exc: BaseException) -> str:

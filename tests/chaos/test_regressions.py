@@ -3,26 +3,31 @@ open ones are strict xfails that turn red once fixed."""
 
 from __future__ import annotations
 
+import asyncpg
 import msgpack
 import pytest
 from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_dbapi
+from sqlalchemy.exc import DBAPIError
 
 from common.amounts import SCALE
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from common.settings import load_settings
-from db.engine import create_engine, session_factory
+from db.engine import create_engine, is_database_outage, session_factory
 from db.models import ScheduledEvent, Village, VillageStock
 from db.stock import tick_shard
 from db.worldgen import generate_world
 from gameserver.queue import Event, EventQueue, NewEvent
 from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from gameserver.queue.worker import is_unavailable
 from refgame.commands import send_march
 from refgame.handlers import HANDLERS
 from refgame.world import village_template
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import START_MS, Workers, eventually
 from tests.refgame.driver import DriverTx
+from webfront.errors import from_exception
 
 T0 = 1_800_000_000_000
 
@@ -134,3 +139,31 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
         assert owner is not None
     finally:
         await engine.dispose()
+
+
+def _translated(error: Exception) -> DBAPIError:
+    """An asyncpg error as SQLAlchemy raises it (the exact path of a real connect)."""
+    wrapped = AsyncAdapt_asyncpg_dbapi.Error(str(error), error)
+    return DBAPIError.instance(None, None, wrapped, AsyncAdapt_asyncpg_dbapi.Error)
+
+
+def test_a_restarting_database_is_an_outage_not_a_bug() -> None:
+    """Found when PostgreSQL restarted: "the database system is not yet accepting
+    connections" (SQLSTATE 57P03) arrives as a plain DBAPIError; the web tier answered 500
+    with a traceback instead of 503 + Retry-After, and the task server counted it against
+    the event as a handler failure."""
+    starting = _translated(
+        asyncpg.exceptions.CannotConnectNowError(
+            "the database system is not yet accepting connections"
+        )
+    )
+    stopping = _translated(asyncpg.exceptions.AdminShutdownError("terminating connection"))
+    for exc in (starting, stopping):
+        assert is_database_outage(exc) and is_unavailable(exc)
+        error = from_exception(exc)
+        assert (error.status, error.code, error.headers) == (
+            503, "unavailable", {"Retry-After": "1"},
+        )  # fmt: skip
+    wrong = _translated(asyncpg.exceptions.UndefinedTableError('relation "x" does not exist'))
+    assert not is_database_outage(wrong) and not is_unavailable(wrong)
+    assert from_exception(wrong).status == 500
