@@ -370,6 +370,19 @@ def check_ledger(ledger: Ledger, final: Final) -> Check:
     return c
 
 
+def check_answers(ledger: Ledger) -> Check:
+    c = Check(
+        "outages_answer_503_never_500",
+        "every answer the population got is documented: while Redis or PostgreSQL "
+        "restarted, the web tier said 503 (retry) and never 500 (an unexpected error)",
+    )
+    for label, n in sorted(ledger.http.items()):
+        c.checked += n
+        if label.endswith(" 500"):
+            c.fail(f"{n} x {label}")
+    return c
+
+
 def check_pending(final: Final, grace_ms: int) -> Check:
     c = Check(
         "no_event_pending_past_due",
@@ -1014,6 +1027,7 @@ async def run_checks(
     parse.checked = len(final.reports)
     checks = [
         check_ledger(ledger, final),
+        check_answers(ledger),
         parse,
         check_pending(final, grace_ms),
         check_events_once(world, final, garbage),
