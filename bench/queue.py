@@ -760,8 +760,9 @@ def timed_registry(settings: Any, recorder: Recorder, measured: str) -> Any:
         assert reg is not None
         handler = recorder.wrap(reg.handler) if kind == measured else reg.handler
         registry.register(
-            kind, handler, durable=reg.durable, timeout_s=reg.timeout_s, retry=reg.retry
-        )
+            kind, handler, durable=reg.durable, timeout_s=reg.timeout_s, retry=reg.retry,
+            max_batch=reg.max_batch,
+        )  # fmt: skip
     return registry
 
 

@@ -168,11 +168,18 @@ def _upsert(session: AsyncSession) -> Any:
 async def add_troops(
     session: AsyncSession, village_id: int, home_village_id: int, troops: Mapping[str, int]
 ) -> None:
-    rows = [
-        {"village_id": village_id, "home_village_id": home_village_id, "unit": u, "count": n}
-        for u, n in troops.items()
-        if n > 0
-    ]
+    await add_troop_counts(
+        session,
+        [
+            {"village_id": village_id, "home_village_id": home_village_id, "unit": u, "count": n}
+            for u, n in troops.items()
+            if n > 0
+        ],
+    )
+
+
+async def add_troop_counts(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """Add each row's ``count`` (may be negative) to the troops at its key, in one statement."""
     if not rows:
         return
     stmt = _upsert(session)(Troop).values(rows)
