@@ -10,7 +10,9 @@ import click
 
 from bench import report
 from bench.databases import DEFAULT_PG_ADMIN_URL, check_disk, drop_database, fresh_database
-from common.entrypoint import run_async
+from bench.readme import PUBLISHED_DIR, README
+from common.entrypoint import fail, run_async
+from common.errors import FatalError
 
 OUT_DIR = Path("bench/results")
 
@@ -306,6 +308,57 @@ def all_command(
         )  # fmt: skip
 
     run_async(go)
+
+
+@cli.command("publish")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--add", is_flag=True,
+    help="keep the other published results (default: these files become the published set)",
+)  # fmt: skip
+@click.option(
+    "--published", type=click.Path(file_okay=False, path_type=Path), default=PUBLISHED_DIR,
+    show_default=True, help="the committed folder the README table is rendered from",
+)  # fmt: skip
+def publish_command(files: tuple[Path, ...], add: bool, published: Path) -> None:
+    """Copy result JSONs of a real run (e.g. bench/results/*_*.json) to the published folder."""
+    from bench.readme import publish
+
+    try:
+        copies = publish(files, published, add=add)
+    except FatalError as exc:
+        fail(str(exc), exc.exit_code)
+    for path in copies:
+        click.echo(f"published {path}")
+    click.echo("next: python -m bench readme (and commit both)")
+
+
+@cli.command("readme")
+@click.option(
+    "--check", is_flag=True,
+    help="change nothing; exit 1 when README.md is not what the published results render",
+)  # fmt: skip
+@click.option(
+    "--readme", "readme_path", type=click.Path(dir_okay=False, path_type=Path), default=README,
+    show_default=True,
+)  # fmt: skip
+@click.option(
+    "--published", type=click.Path(file_okay=False, path_type=Path), default=PUBLISHED_DIR,
+    show_default=True,
+)  # fmt: skip
+def readme_command(check: bool, readme_path: Path, published: Path) -> None:
+    """Rewrite README.md's results table (between its bench-results markers) from published/."""
+    from bench.readme import update_readme
+
+    try:
+        changed = update_readme(readme_path, published, check=check)
+    except FatalError as exc:
+        fail(str(exc), exc.exit_code)
+    if check:
+        click.echo(f"{readme_path} is up to date with {published}")
+    else:
+        state = "rewrote its results table" if changed else "already up to date"
+        click.echo(f"{readme_path}: {state}")
 
 
 def main() -> None:
