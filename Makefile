@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench bench-readme clean
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,10 @@ lint: install
 bench: install
 	bash scripts/ensure-services.sh
 	$(PY) -m bench all
+
+# the README's results table, from the result JSONs committed in bench/published/
+bench-readme: install
+	$(PY) -m bench readme
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -191,6 +191,8 @@ def web_rows(r: Result) -> list[Row]:
     if "bare" not in at:
         raise FatalError(f"{r.path}: no 'bare' phase at {connections} connections in 'results'")
     targets, met, ratios = r.get("targets"), r.get("targets_met"), r.get("ratios")
+    db = r.name.removeprefix("web_")
+    where = f"{DB_TITLES[db]} bench server" if db in DB_TITLES else str(r.get("target"))
     workers = r.get("workers")
     setup = f"{workers} process{'es' if workers != 1 else ''}, {connections} connections"
     rows: list[Row] = []
@@ -203,7 +205,7 @@ def web_rows(r: Result) -> list[Row]:
             continue
         rows.append(
             (
-                f"web ({r.get('target')}, {setup}): {what}",
+                f"web, {where}, {setup}: {what}",
                 f"{_rate(ours['rps'])} req/s, p99 {ours['latency_ms']['p99']:.0f} ms",
                 f"bare aiohttp {_rate(at['bare']['rps'])} req/s",
                 _ratio(ratios[f"{phase}_ratio"]),
