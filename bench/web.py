@@ -88,6 +88,7 @@ class Player:
     token: str
     village_id: int
     etag: str | None = None
+    player_id: int = 0
 
 
 # ---- load generators
@@ -531,7 +532,8 @@ async def refresh_players(url: str, players: list[Player]) -> list[Player]:
             data = await response.json(content_type=None)
             villages = data.get("villages") or []
             village_id = int(villages[0]["id"]) if villages else player.village_id
-            return Player(player.token, village_id, response.headers.get("ETag"))
+            etag = response.headers.get("ETag")
+            return Player(player.token, village_id, etag, int(data["player_id"]))
 
     async with aiohttp.ClientSession(url) as http:
         return list(await asyncio.gather(*(one(http, p) for p in players)))
@@ -569,6 +571,24 @@ def phase_requests(phase: str, players: Sequence[Player]) -> list[Req]:
 
 
 # ---- the whole run
+
+
+@dataclass
+class Changes:
+    """Snapshot changes during a full-snapshot run: each player's version bumped once."""
+
+    redis: Any  # redis.asyncio.Redis of the bench server
+    prefix: str
+
+    async def spread(self, player_ids: Sequence[int], seconds: float) -> None:
+        """Bump each player's version once, at uniformly random moments over ``seconds``."""
+        from common.snapshot_versions import bump_versions
+
+        started = time.monotonic()
+        for at, player_id in sorted((random.uniform(0, seconds), p) for p in player_ids):
+            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+            now_ms = int(time.time() * 1000)
+            await bump_versions(self.redis, self.prefix, [player_id], now_ms)
 
 
 @dataclass
@@ -632,21 +652,20 @@ async def run_phases(
     duration_s: float,
     sweep_duration_s: float,
     watches: dict[str, CpuWatch],
-    full_min_s: float = 0.0,
+    changes: Changes | None = None,
 ) -> list[LoadResult]:
     """Every phase at every level; the read phases of one level run back to back.
 
     The bare ceiling and the two snapshot phases of a level follow each other
     within seconds, so a neighbour's load on a shared machine hits them alike.
     Commands come last: they change snapshot versions (and so the ETags).
-    A full-snapshot run lasts at least ``full_min_s`` (the server's body cache
-    TTL plus a second), so it holds one rebuild of every player's body, as
-    steady polling does, and not by chance none or two.
+    During each measured full-snapshot run, ``changes`` (if given) bumps every
+    player's snapshot version once at a random moment, as the events of a live
+    game do: the run serves cached bodies and also rebuilds every body once.
     """
 
     def seconds_of(connections: int, phase: str) -> float:
-        seconds = duration_s if connections == main_connections else sweep_duration_s
-        return max(seconds, full_min_s) if phase == "full" else seconds
+        return duration_s if connections == main_connections else sweep_duration_s
 
     from tqdm import tqdm
 
@@ -667,7 +686,18 @@ async def run_phases(
             seconds = seconds_of(connections, phase)
             progress.set_postfix_str(f"{phase} c={connections}")
             watch = watches["bare" if phase == "bare" else "game"]
-            results.append(await load.run(phase, url, requests, connections, seconds, watch))
+            changing = None
+            if phase == "full" and changes is not None:
+                changing = asyncio.create_task(
+                    changes.spread([p.player_id for p in players], seconds)
+                )
+            try:
+                results.append(await load.run(phase, url, requests, connections, seconds, watch))
+            finally:
+                if changing is not None:
+                    changing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await changing
             progress.update()
     return results
 
@@ -760,15 +790,15 @@ async def web_bench(
                 save_tokens.write_text("".join(f"{p.token}\n" for p in roster))
                 save_tokens.chmod(0o600)
         roster = await refresh_players(game_url, roster)
-        # a bench server caches bodies for the production TTL; an external one, assume the same
-        full_min_s = (bench_web_config().snapshot_cache_ttl_ms + 1000) / 1000 if full_cycle else 0
+        # only a bench server's Redis is ours to bump versions in
+        changes = Changes(redis, prefix) if full_cycle and redis is not None else None
         watches = {
             "bare": CpuWatch(bare.pids, None),
             "game": CpuWatch(game.pids if game else [], redis_url if game else None),
         }
         results = await run_phases(
             load, bare.url, game_url, roster, levels, connections, duration_s,
-            sweep_duration_s, watches, full_min_s,
+            sweep_duration_s, watches, changes,
         )  # fmt: skip
     finally:
         if game is not None:

@@ -83,6 +83,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         clock,
         settings.redis_prefix,
         config.snapshot_cache_ttl_ms,
+        config.snapshot_cache_jitter,
+        config.snapshot_builds,
     )
     yield
     pool.shutdown(wait=True)

@@ -28,7 +28,12 @@ class WebConfig:
     register_per_address: Limit = Limit(20, 60 * 60_000)
     commands_per_player: Limit = Limit(30, 10_000)
     max_body_bytes: int = 16 * 1024  # larger request bodies get 413
-    snapshot_cache_ttl_ms: int = 15_000  # a built snapshot is reused this long per version
+    # A cached snapshot body is keyed by its version, so it is never stale: the TTL only frees
+    # the memory of players who stopped changing. Each body gets ttl * (1 + jitter * U[0, 1)),
+    # so bodies built together (a deploy, a burst of polls) do not all expire together.
+    snapshot_cache_ttl_ms: int = 600_000
+    snapshot_cache_jitter: float = 0.25
+    snapshot_builds: int = 4  # snapshot DB builds at once per process; more polls wait their turn
     negative_session_ttl_ms: int = 60_000  # an unknown token is remembered this long
     reports_max_per_page: int = 100
     # /metrics answers loopback clients without a proxy header, or anyone sending this token

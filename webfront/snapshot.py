@@ -5,8 +5,12 @@ bumped by every change the player can see. One Lua call reads the session,
 the version and, when the client's copy is stale, a cached body of that
 version: a 304 or a cached snapshot costs one Redis round trip and no
 database read. A missing body is built with a few set-based Core selects of
-just the needed columns and cached per (player, version, format) for
-``WebConfig.snapshot_cache_ttl_ms``.
+just the needed columns and cached per (player, version, format): a body is
+valid for as long as its version is current, so it is cached for long
+(``WebConfig.snapshot_cache_ttl_ms``, stretched by a random jitter so bodies
+built together do not expire together). One build per version runs in a
+process at a time (later polls of that version wait for it), and at most
+``WebConfig.snapshot_builds`` builds read the database at once.
 
 The version is read *before* the database, so a body can only be newer than
 its ETag, never older: a change committed meanwhile bumps the version again
@@ -19,6 +23,7 @@ and rates, and the client interpolates ``min(cap, fixed + rate * dt) // scale``.
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,21 +338,34 @@ class SnapshotService:
     clock: Clock
     prefix: str
     cache_ttl_ms: int
+    cache_jitter: float = 0.25
+    max_builds: int = 4
 
     # builds in progress in this process: concurrent polls of one version wait for one build
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
+    # at most max_builds database reads at once: a burst of misses queues here, not in the pool
+    build_slots: asyncio.Semaphore = field(init=False)
     # key prefixes, computed once: the hot path only concatenates
     session_prefix: str = field(init=False)
     version_prefix: str = field(init=False)
     snapshot_prefix: str = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "build_slots", asyncio.Semaphore(self.max_builds))
         object.__setattr__(self, "session_prefix", keys.session(self.prefix, ""))
         object.__setattr__(self, "version_prefix", keys.version_prefix(self.prefix))
         object.__setattr__(self, "snapshot_prefix", keys.snapshot_prefix(self.prefix))
 
+    def body_ttl_ms(self) -> int:
+        """The cache TTL of one body: the base TTL stretched by a random share of the jitter."""
+        return self.cache_ttl_ms + int(self.cache_ttl_ms * self.cache_jitter * random.random())
+
     async def body(self, player_id: int, version: str, packed: bool) -> bytes:
-        """The encoded snapshot of ``version``: built once, cached in Redis for every process."""
+        """The encoded snapshot of ``version``: built once, cached in Redis for every process.
+
+        The cache key holds the version, so a body is served only for the version it
+        was built at: any change bumps the version, and the next poll builds anew.
+        """
         key = (player_id, version, packed)
         pending = self.building.get(key)
         if pending is not None:
@@ -355,13 +373,13 @@ class SnapshotService:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.building[key] = future
         try:
-            async with self.engine.connect() as conn:
+            async with self.build_slots, self.engine.connect() as conn:
                 data = await build_snapshot(conn, player_id)
             body = encode(data, packed)
             await self.redis.set(
                 keys.snapshot(self.prefix, player_id, int(version), "m" if packed else "j"),
                 body,
-                px=self.cache_ttl_ms,
+                px=self.body_ttl_ms(),
             )
             future.set_result(body)
             return body

@@ -1,0 +1,162 @@
+"""The snapshot body cache: keyed by version, jittered expiry, one build per version."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from common.clock import ManualClock
+from common.settings import Settings
+from common.snapshot_versions import bump_versions
+from db.models import Village
+from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
+from webfront import keys, snapshot
+from webfront.snapshot import SNAPSHOTS
+
+
+async def rename_villages(engine: AsyncEngine, player_id: int, name: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(update(Village).where(Village.player_id == player_id).values(name=name))
+
+
+async def test_a_new_version_always_gets_the_new_body(
+    client: TestClient, register: RegisterFn, engine: AsyncEngine, redis: Redis,
+    web_settings: Settings, clock: ManualClock,
+) -> None:  # fmt: skip
+    alice = await register("Alice")
+    old = await client.get("/api/snapshot", headers=alice.auth)
+    etag = old.headers["ETag"]
+    for step in range(3):
+        await rename_villages(engine, alice.player_id, f"Renamed {step}")
+        await clock.advance(1)
+        await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+        for headers in (alice.auth, {**alice.auth, "If-None-Match": etag}):
+            resp = await client.get("/api/snapshot", headers=headers)
+            assert resp.status == 200
+            assert resp.headers["ETag"] != etag
+            assert (await resp.json())["villages"][0]["name"] == f"Renamed {step}"
+        etag = resp.headers["ETag"]
+    # the first version's body is still cached (long TTL), and never served again
+    first_version = int(old.headers["ETag"][1:-1])
+    first = keys.snapshot(web_settings.redis_prefix, alice.player_id, first_version, "j")
+    assert await redis.exists(first)
+
+
+async def test_bodies_expire_at_jittered_times(
+    make_client: MakeClient, register: RegisterFn, redis: Redis, web_settings: Settings
+) -> None:
+    ttl_ms, jitter = 60_000, 0.5
+    client = await make_client(snapshot_cache_ttl_ms=ttl_ms, snapshot_cache_jitter=jitter)
+    service = client.app[SNAPSHOTS]
+    samples = [service.body_ttl_ms() for _ in range(500)]
+    assert all(ttl_ms <= t < ttl_ms * (1 + jitter) for t in samples)
+    assert max(samples) - min(samples) > ttl_ms * jitter * 0.8  # spread over the whole range
+    pttls = []
+    for i in range(8):
+        resp = await client.post("/api/register", json={"name": f"Player{i}", "password": PASSWORD})
+        token = (await resp.json())["token"]
+        client.session.cookie_jar.clear()
+        got = await client.get("/api/snapshot", headers={"Authorization": f"Bearer {token}"})
+        version = int(got.headers["ETag"][1:-1])
+        key = keys.snapshot(
+            web_settings.redis_prefix, (await got.json())["player_id"], version, "j"
+        )
+        pttls.append(await redis.pttl(key))
+    assert all(ttl_ms - 5_000 < t <= ttl_ms * (1 + jitter) for t in pttls), pttls
+    assert len(set(pttls)) > 4  # bodies built together expire apart
+
+
+@pytest.fixture
+def counted_builds(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Count ``build_snapshot`` calls and their concurrency; each build waits for ``release``."""
+    real: Callable[..., Any] = snapshot.build_snapshot
+    state: dict[str, Any] = {"calls": 0, "running": 0, "peak": 0, "release": asyncio.Event()}
+
+    async def counting(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
+        state["calls"] += 1
+        state["running"] += 1
+        state["peak"] = max(state["peak"], state["running"])
+        try:
+            await state["release"].wait()
+            return dict(await real(conn, player_id))
+        finally:
+            state["running"] -= 1
+
+    monkeypatch.setattr(snapshot, "build_snapshot", counting)
+    return state
+
+
+async def wait_until(check: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+async def test_concurrent_misses_of_one_version_build_once(
+    client: TestClient, register: RegisterFn, counted_builds: dict[str, Any]
+) -> None:
+    alice = await register("Alice")
+    polls = [
+        asyncio.ensure_future(client.get("/api/snapshot", headers=alice.auth)) for _ in range(20)
+    ]
+    await wait_until(lambda: counted_builds["calls"] == 1)
+    await asyncio.sleep(0.05)  # the other 19 polls arrive meanwhile and join that build
+    counted_builds["release"].set()
+    answers = await asyncio.gather(*polls)
+    assert [r.status for r in answers] == [200] * 20
+    bodies = [await r.json() for r in answers]
+    assert all(b["villages"] == bodies[0]["villages"] for b in bodies)
+    assert counted_builds["calls"] == 1
+
+
+async def test_a_burst_of_misses_reads_the_database_a_few_at_a_time(
+    make_client: MakeClient, counted_builds: dict[str, Any]
+) -> None:
+    client = await make_client(snapshot_builds=2)
+    tokens = []
+    for i in range(6):
+        resp = await client.post("/api/register", json={"name": f"Player{i}", "password": PASSWORD})
+        tokens.append((await resp.json())["token"])
+    client.session.cookie_jar.clear()
+    polls = [
+        asyncio.ensure_future(client.get("/api/snapshot", headers={"Authorization": f"Bearer {t}"}))
+        for t in tokens
+    ]
+    await wait_until(lambda: counted_builds["calls"] == 2)
+    await asyncio.sleep(0.05)
+    assert counted_builds["running"] == 2  # the other four wait for a slot
+    counted_builds["release"].set()
+    answers = await asyncio.gather(*polls)
+    assert [r.status for r in answers] == [200] * 6
+    assert counted_builds["calls"] == 6 and counted_builds["peak"] == 2
+
+
+async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
+    client: TestClient, register: RegisterFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = await register("Alice")
+    real = snapshot.build_snapshot
+    calls = 0
+
+    async def failing(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.05)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(snapshot, "build_snapshot", failing)
+    answers = await asyncio.gather(
+        *(client.get("/api/snapshot", headers=alice.auth) for _ in range(5))
+    )
+    assert [r.status for r in answers] == [500] * 5 and calls == 1
+    monkeypatch.setattr(snapshot, "build_snapshot", real)
+    assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
