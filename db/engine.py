@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -30,10 +31,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def json_dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
     # an error's text (logged by the tiers) never carries the bound values: password
     # hashes, session token hashes
     kwargs.setdefault("hide_parameters", True)
+    # JSON columns (report bodies, march troops) are written per event: orjson is ~5x json
+    kwargs.setdefault("json_serializer", json_dumps)
+    kwargs.setdefault("json_deserializer", orjson.loads)
     url = make_url(settings.database_url)
     if settings.is_sqlite:
         if url.database and url.database != ":memory:":

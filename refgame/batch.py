@@ -24,32 +24,25 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from common.amounts import accrue
-from db.models import Building, March, Report, Troop, VillageStock
 from db.stock import RESOURCES
 from refgame import state
+from refgame.batch_io import BatchIO, TroopKey
 from refgame.economy import starvation_time_ms
-
-_STOCK = VillageStock.__table__
-_TROOP = Troop.__table__
-_MARCH = March.__table__
 
 
 class BatchState:
     """Stocks, troops, walls and village infos of a batch's villages; writes buffered."""
 
-    def __init__(self, session: AsyncSession, events: state.Scheduler) -> None:
-        self.session = session
+    def __init__(self, io: BatchIO, events: state.Scheduler) -> None:
+        self.io = io
         self.events = events
         self.villages: dict[int, state.VillageInfo] = {}
         self.stocks: dict[int, dict[str, int]] = {}
         self.walls: dict[int, int] = {}
         # village -> home village -> unit -> count (what stands there now, in memory)
         self.troops: dict[int, dict[int, dict[str, int]]] = {}
-        self._troop_deltas: dict[tuple[int, int, str], int] = defaultdict(int)
+        self._troop_deltas: dict[TroopKey, int] = defaultdict(int)
         self._dirty_stocks: set[int] = set()
         self._reports: list[dict[str, Any]] = []
         self._marches_deleted: list[int] = []
@@ -62,40 +55,16 @@ class BatchState:
         infos of them, of ``info_for`` and of every home village of troops standing in them."""
         ids = sorted(set(villages) - self.stocks.keys())
         if ids:
-            await self._load_troops(ids)
-            await self._load_stocks(ids)
-            walls = await self.session.execute(
-                select(Building.village_id, Building.level).where(
-                    Building.village_id.in_(ids), Building.kind == "wall"
-                )
-            )
-            self.walls.update({vid: level for vid, level in walls})
-        homes = {home for vid in ids for home in self.troops.get(vid, {})}
+            for vid in ids:
+                self.troops[vid] = {}
+            for vid, home, unit, count in await self.io.troops(ids):  # troops, then stocks
+                self.troops[vid].setdefault(home, {})[unit] = count
+            self.stocks.update((row["village_id"], row) for row in await self.io.stocks(ids))
+            self.walls.update(await self.io.walls(ids))
+        homes = {home for vid in ids for home in self.troops[vid]}
         wanted = sorted((set(ids) | set(info_for) | homes) - self.villages.keys())
         if wanted:
-            self.villages.update(await state.villages_info(self.session, wanted))
-
-    async def _load_troops(self, ids: list[int]) -> None:
-        query = (
-            select(_TROOP.c.village_id, _TROOP.c.home_village_id, _TROOP.c.unit, _TROOP.c.count)
-            .where(_TROOP.c.village_id.in_(ids))
-            .order_by(_TROOP.c.village_id, _TROOP.c.home_village_id, _TROOP.c.unit)
-            .with_for_update()
-        )
-        for vid in ids:
-            self.troops[vid] = {}
-        for vid, home, unit, count in await self.session.execute(query):
-            self.troops[vid].setdefault(home, {})[unit] = count
-
-    async def _load_stocks(self, ids: list[int]) -> None:
-        query = (
-            select(_STOCK)
-            .where(_STOCK.c.village_id.in_(ids))
-            .order_by(_STOCK.c.village_id)
-            .with_for_update()
-        )
-        for row in await self.session.execute(query):
-            self.stocks[row.village_id] = dict(row._mapping)
+            self.villages.update((v.id, v) for v in await self.io.villages(wanted))
 
     # ---- stocks: db.stock's rules on the in-memory row ------------------------------------
 
@@ -104,18 +73,21 @@ class BatchState:
         dt = at_ms - row["updated_ms"]
         return {r: accrue(row[r], row[f"{r}_rate"], dt, _cap(row, r)) for r in RESOURCES}
 
-    def _settle(self, village_id: int, at_ms: int) -> dict[str, int]:
+    def _settle(
+        self, village_id: int, at_ms: int, settled: dict[str, int] | None = None
+    ) -> dict[str, int]:
         row = self.stocks[village_id]
-        row.update(self.stock_at(village_id, at_ms))
+        row.update(settled or self.stock_at(village_id, at_ms))
         row["updated_ms"] = max(row["updated_ms"], at_ms)
         self._dirty_stocks.add(village_id)
         return row
 
     def spend(self, village_id: int, amounts: Mapping[str, int], at_ms: int) -> bool:
         """Take fixed-point ``amounts`` if the stock at ``at_ms`` covers them (else nothing)."""
-        if any(self.stock_at(village_id, at_ms)[r] < amounts.get(r, 0) for r in RESOURCES):
+        settled = self.stock_at(village_id, at_ms)
+        if any(settled[r] < amounts.get(r, 0) for r in RESOURCES):
             return False
-        row = self._settle(village_id, at_ms)
+        row = self._settle(village_id, at_ms, settled)
         for r in RESOURCES:
             row[r] -= amounts.get(r, 0)
         return True
@@ -181,70 +153,32 @@ class BatchState:
         if player_id is not None:  # nobody gets a report for an abandoned village
             self._reports.append(
                 {"player_id": player_id, "kind": kind, "title": title, "body": body,
-                 "created_ms": at_ms, "is_read": False}
+                 "created_ms": at_ms}
             )  # fmt: skip
 
     # ---- writing back ---------------------------------------------------------------------
 
     async def flush(self) -> None:
         """Write what the batch changed: about one statement per table."""
-        await self._flush_troops()
-        if self._dirty_stocks:
-            rows = [_stock_params(self.stocks[vid]) for vid in sorted(self._dirty_stocks)]
-            await self.session.execute(_UPDATE_STOCK, rows)
-            self._dirty_stocks.clear()
-        if self._marches_deleted:
-            await self.session.execute(delete(March).where(March.id.in_(self._marches_deleted)))
-            self._marches_deleted.clear()
-        if self._marches_returning:
-            await self.session.execute(_UPDATE_MARCH, self._marches_returning)
-            self._marches_returning.clear()
-        if self._reports:
-            await self.session.execute(insert(Report), self._reports)
-            self._reports.clear()
-
-    async def _flush_troops(self) -> None:
         changed = [(key, d) for key, d in sorted(self._troop_deltas.items()) if d]
+        if changed:
+            # relative writes: exact even beside a writer these rows were not locked against
+            await self.io.add_troop_counts(changed)
+            emptied = sorted({v for (v, h, u), _ in changed if self.troops[v][h][u] <= 0})
+            if emptied:
+                await self.io.delete_empty_troops(emptied)
+        if self._dirty_stocks:
+            await self.io.write_stocks([self.stocks[v] for v in sorted(self._dirty_stocks)])
+        if self._marches_deleted:
+            await self.io.delete_marches(self._marches_deleted)
+        if self._marches_returning:
+            await self.io.turn_marches_home(self._marches_returning)
+        if self._reports:
+            await self.io.insert_reports(self._reports)
         self._troop_deltas.clear()
-        if not changed:
-            return
-        # relative writes: exact even beside a writer these rows were not locked against
-        rows = [
-            {"village_id": v, "home_village_id": h, "unit": u, "count": d}
-            for (v, h, u), d in changed
-        ]
-        await state.add_troop_counts(self.session, rows)
-        emptied = sorted({v for (v, h, u), _ in changed if self.troops[v][h][u] <= 0})
-        if emptied:
-            await self.session.execute(
-                delete(Troop).where(Troop.village_id.in_(emptied), Troop.count <= 0)
-            )
+        self._dirty_stocks.clear()
+        self._marches_deleted, self._marches_returning, self._reports = [], [], []
 
 
 def _cap(row: Mapping[str, int], resource: str) -> int:
     return row["granary_cap"] if resource == "crop" else row["warehouse_cap"]
-
-
-_STOCK_COLUMNS = (*RESOURCES, *(f"{r}_rate" for r in RESOURCES), "warehouse_cap",
-                  "granary_cap", "updated_ms")  # fmt: skip
-_UPDATE_STOCK = (
-    update(_STOCK)
-    .where(_STOCK.c.village_id == bindparam("b_village_id"))
-    .values({c: bindparam(f"b_{c}") for c in _STOCK_COLUMNS})
-)
-_UPDATE_MARCH = (
-    update(_MARCH)
-    .where(_MARCH.c.id == bindparam("march_id"))
-    .values(
-        kind=bindparam("kind"),
-        troops=bindparam("troops"),
-        loot=bindparam("loot"),
-        depart_ms=bindparam("depart_ms"),
-        arrive_ms=bindparam("arrive_ms"),
-        event_id=bindparam("event_id"),
-    )
-)
-
-
-def _stock_params(row: Mapping[str, int]) -> dict[str, int]:
-    return {"b_village_id": row["village_id"], **{f"b_{c}": row[c] for c in _STOCK_COLUMNS}}

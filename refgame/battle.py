@@ -308,6 +308,7 @@ def battle_reports(
     ids, names, coordinates) and are copied into both bodies as they are.
     """
     bodies = []
+    battle = result.to_dict()  # the same for both sides (a battle is many per second)
     for side in ("attacker", "defender"):
         won = result.attacker_won if side == "attacker" else not result.attacker_won
         bodies.append(
@@ -320,7 +321,7 @@ def battle_reports(
                 "time_ms": time_ms,
                 "attacker": dict(attacker),
                 "defender": dict(defender),
-                "battle": result.to_dict(),
+                "battle": battle,
                 "loot": {r: int(loot.get(r, 0)) for r in RESOURCES},
             }
         )

@@ -19,6 +19,7 @@ march whose target no longer exists turns around on arrival the same way.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,12 +69,19 @@ def _ceil_sqrt(n: int) -> int:
 
 def travel_ms(dist_squared: int, fields_per_hour: int, world_speed: float) -> int:
     """ceil(sqrt(dist_squared) × 3,600,000 / (fields_per_hour × speed)), at least 1 ms."""
+    num_squared, den = _ms_per_field(fields_per_hour, world_speed)
+    # smallest n with n × den ≥ sqrt(d² × num²), i.e. n = ceil(ceil_sqrt(d² num²) / den)
+    n = ceil_div(_ceil_sqrt(dist_squared * num_squared), den)
+    return max(1, n)
+
+
+@functools.lru_cache(maxsize=256)
+def _ms_per_field(fields_per_hour: int, world_speed: float) -> tuple[int, int]:
+    """ms per field as an exact fraction ``k``: (k.numerator², k.denominator)."""
     if fields_per_hour < 1:
         raise ValueError(f"a speed is >= 1 field per hour, got {fields_per_hour}")
     k = Fraction(MS_PER_HOUR) / (fields_per_hour * speed(world_speed))
-    # smallest n with n × k.den ≥ sqrt(d² × k.num²), i.e. n = ceil(ceil_sqrt(d² k.num²) / k.den)
-    n = ceil_div(_ceil_sqrt(dist_squared * k.numerator**2), k.denominator)
-    return max(1, n)
+    return k.numerator**2, k.denominator
 
 
 def march_duration_ms(
