@@ -208,6 +208,9 @@ def web(
 )  # fmt: skip
 @click.option("--villages", type=click.IntRange(2, 10_000_000), default=10_000,
               show_default=True, help="world size for --handlers game")  # fmt: skip
+@click.option("--processes", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="--handlers game: task-server processes (>1: real gameserver processes "
+                   "sharing the partitions)")  # fmt: skip
 @click.option(
     "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True,
     help="database of --handlers game",
@@ -234,6 +237,7 @@ def queue(
     steady_seconds: float,
     handlers: str,
     villages: int,
+    processes: int,
     db: str,
     vs: str | None,
     arq_python: Path,
@@ -252,7 +256,7 @@ def queue(
             await q.game_bench(
                 events=events or 20_000, villages=villages, partitions=partitions, batch=batch,
                 db=db, db_name=db_name, pg_admin_url=pg_admin_url, redis_url=redis_url,
-                prefix=prefix, out=out,
+                prefix=prefix, out=out, processes=processes,
             )  # fmt: skip
         else:
             await q.noop_bench(

@@ -780,8 +780,11 @@ async def add_events(engine: Any, queue: Any, events: Sequence[Any]) -> None:
         await queue.index(written)
 
 
-async def make_marches(engine: Any, queue: Any, first: int, villages: int, events: int) -> None:
-    """``events`` attacks due now: village i sends its army, split in equal marches, to others.
+async def make_marches(
+    engine: Any, queue: Any, first: int, villages: int, events: int, due_ms: int | None = None
+) -> None:
+    """``events`` attacks due at ``due_ms`` (default now): village i sends its army, split in
+    equal marches, to others.
 
     Each village keeps what does not divide evenly at home, so every target has a
     few defenders: battles with losses on both sides, loot, reports, a return march.
@@ -804,7 +807,7 @@ async def make_marches(engine: Any, queue: Any, first: int, villages: int, event
             f"{events:,} marches from {villages:,} villages is {per_village} per village, more "
             f"than a village's army can be split in; use more --villages"
         )
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) if due_ms is None else due_ms
     extra = events % villages  # villages below first + extra send one more march
     async with engine.begin() as conn:
         sends = (
@@ -846,6 +849,78 @@ async def make_marches(engine: Any, queue: Any, first: int, villages: int, event
         await queue.index(written)
 
 
+class TaskProcesses:
+    """``n`` real task-server processes (``gameserver --no-tick``) sharing the partitions by
+    their leases, as a deployment runs them; events are counted in ``processed_events``."""
+
+    def __init__(self, settings: Any, n: int, batch: int) -> None:
+        self.settings, self.n, self.batch = settings, n, batch
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> None:
+        import sys
+
+        s = self.settings
+        env = {
+            **os.environ, "DATABASE_URL": s.database_url, "REDIS_URL": s.redis_url,
+            "REDIS_PREFIX": s.redis_prefix, "QUEUE_PARTITIONS": str(s.queue_partitions),
+            "TICK_SHARDS": str(s.tick_shards), "GAME": s.game, "WORLD_SPEED": str(s.world_speed),
+            "GAMESERVER_METRICS_PORT": "0", "LOG_LEVEL": "WARNING",
+        }  # fmt: skip
+        for _ in range(self.n):
+            args = ["-m", "gameserver", "--no-tick", "--batch-size", str(self.batch)]
+            self.procs.append(await asyncio.create_subprocess_exec(sys.executable, *args, env=env))
+
+    async def drain(
+        self, engine: Any, kind: str, expected: int, due_ms: int, timeout_s: float
+    ) -> float:
+        """Seconds from ``due_ms`` (when every event became due) until ``expected`` events of
+        ``kind`` are processed (polled every 50 ms, so at most 50 ms pessimistic)."""
+        from sqlalchemy import text
+
+        deadline = time.time() + timeout_s
+        done = 0
+        async with engine.connect() as conn:
+            while time.time() < deadline:
+                if any(p.returncode is not None for p in self.procs):
+                    raise FatalError("a task-server process exited during the bench")
+                done = int(
+                    (await conn.execute(
+                        text("SELECT count(*) FROM processed_events WHERE kind = :k"), {"k": kind}
+                    )).scalar() or 0
+                )  # fmt: skip
+                await conn.rollback()
+                if done >= expected:
+                    return max(time.time() - due_ms / 1000, 1e-9)
+                await asyncio.sleep(0.05)
+        raise FatalError(f"the task servers ran {done:,} of {expected:,} {kind} events in time")
+
+    async def stop(self) -> None:
+        for p in self.procs:
+            if p.returncode is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                await asyncio.wait_for(p.wait(), 15)
+            except TimeoutError:
+                p.kill()
+                await p.wait()
+
+
+def due_after_writing(events: int) -> int:
+    """A due time for ``events`` bench events that falls after they are all written (about
+    10,000/s here) and after task servers started now have shared out the partitions."""
+    return int((time.time() + 6 + events / 5_000) * 1000)
+
+
+async def _wait_until(due_ms: int, written: str) -> None:
+    late = time.time() * 1000 - due_ms
+    if late > 0:
+        raise FatalError(f"writing the {written} took longer than planned ({late:.0f} ms past "
+                         "their due time); the window would be wrong")  # fmt: skip
+    await asyncio.sleep(-late / 1000)
+
+
 async def _counts(engine: Any) -> dict[str, int]:
     from sqlalchemy import text
 
@@ -861,6 +936,75 @@ async def _counts(engine: Any) -> dict[str, int]:
     return out
 
 
+async def _game_in_process(
+    settings: Any, engine: Any, queue: Any, first: int, villages: int, events: int, batch: int
+) -> tuple[float, float, float, Recorder]:
+    """Both phases on a task server in this process: (floor/s, game/s, game wall s, recorder)."""
+    from tqdm import tqdm
+
+    from bench import report
+    from gameserver.builtin import NOOP_DURABLE
+    from gameserver.queue import NewEvent
+    from refgame.handlers import MARCH
+
+    # the floor: durable no-op events through the same worker path and database
+    now = int(time.time() * 1000)
+    noop_events = [NewEvent(NOOP_DURABLE, first + i % villages, now) for i in range(events)]
+    await add_events(engine, queue, noop_events)
+    floor = Recorder(events)
+    with tqdm(total=events, desc="durable no-op events", unit="ev", unit_scale=True) as bar:
+        floor.progress = bar
+        await run_task_server(
+            settings, timed_registry(settings, floor, NOOP_DURABLE), floor, burst=True,
+            batch=batch, timeout_s=max(300.0, events / 100),
+        )  # fmt: skip
+
+    report.console.print(f"sending {events:,} attacks, due now ...")
+    await make_marches(engine, queue, first, villages, events)
+    await queue.aclose()
+    game = Recorder(events)
+    with tqdm(total=events, desc="march arrivals", unit="ev", unit_scale=True) as bar:
+        game.progress = bar
+        game_wall = await run_task_server(
+            settings, timed_registry(settings, game, MARCH), game, burst=True, batch=batch,
+            timeout_s=max(600.0, events / 20),
+        )  # fmt: skip
+    floor_rate = Rates(events, floor.window_s()).per_s
+    return floor_rate, Rates(events, game.window_s()).per_s, game_wall, game
+
+
+async def _game_in_processes(
+    settings: Any, engine: Any, queue: Any, first: int, villages: int, events: int,
+    processes: int, batch: int,
+) -> tuple[float, float]:  # fmt: skip
+    """Both phases on ``processes`` real task servers: (floor seconds, game seconds), each
+    from the moment all its events became due until the last was processed."""
+    from bench import report
+    from gameserver.builtin import NOOP_DURABLE
+    from gameserver.queue import NewEvent
+    from refgame.handlers import MARCH
+
+    servers = TaskProcesses(settings, processes, batch)
+    await servers.start()
+    try:
+        due = due_after_writing(events)
+        noop_events = [NewEvent(NOOP_DURABLE, first + i % villages, due) for i in range(events)]
+        await add_events(engine, queue, noop_events)
+        await _wait_until(due, "durable no-op events")
+        report.console.print(f"{processes} task servers run {events:,} durable no-op events ...")
+        floor_s = await servers.drain(engine, NOOP_DURABLE, events, due, max(300.0, events / 100))
+        due = due_after_writing(events)
+        report.console.print(f"sending {events:,} attacks ...")
+        await make_marches(engine, queue, first, villages, events, due_ms=due)
+        await queue.aclose()
+        await _wait_until(due, "attacks")
+        report.console.print(f"{processes} task servers run {events:,} march arrivals ...")
+        game_s = await servers.drain(engine, MARCH, events, due, max(600.0, events / 20))
+    finally:
+        await servers.stop()
+    return floor_s, game_s
+
+
 async def game_bench(
     *,
     events: int,
@@ -873,17 +1017,14 @@ async def game_bench(
     redis_url: str,
     prefix: str,
     out: Path,
+    processes: int = 1,
 ) -> dict[str, Any]:
-    from tqdm import tqdm
-
     from bench import report
     from bench.databases import check_disk, drop_database, fresh_database
     from common.clock import SYSTEM_CLOCK
     from common.redis_conn import check_redis
     from db.worldgen import generate_world
-    from gameserver.builtin import NOOP_DURABLE
-    from gameserver.queue import EventQueue, NewEvent
-    from refgame.handlers import MARCH
+    from gameserver.queue import EventQueue
     from refgame.world import village_template
 
     _quiet_logs()
@@ -910,31 +1051,18 @@ async def game_bench(
         )  # fmt: skip
         queue = EventQueue(redis, prefix=prefix, partitions=partitions, clock=SYSTEM_CLOCK)
 
-        # the floor: durable no-op events through the same worker path and database
-        now = int(time.time() * 1000)
-        noop_events = [
-            NewEvent(NOOP_DURABLE, world.first_village_id + i % villages, now)
-            for i in range(events)
-        ]
-        await add_events(engine, queue, noop_events)
-        floor = Recorder(events)
-        with tqdm(total=events, desc="durable no-op events", unit="ev", unit_scale=True) as bar:
-            floor.progress = bar
-            await run_task_server(
-                settings, timed_registry(settings, floor, NOOP_DURABLE), floor, burst=True,
-                batch=batch, timeout_s=max(300.0, events / 100),
+        if processes > 1:
+            floor_s, game_s = await _game_in_processes(
+                settings, engine, queue, world.first_village_id, villages, events, processes,
+                batch,
             )  # fmt: skip
-
-        report.console.print(f"sending {events:,} attacks, due now ...")
-        await make_marches(engine, queue, world.first_village_id, villages, events)
-        await queue.aclose()
-        game = Recorder(events)
-        with tqdm(total=events, desc="march arrivals", unit="ev", unit_scale=True) as bar:
-            game.progress = bar
-            game_wall = await run_task_server(
-                settings, timed_registry(settings, game, MARCH), game, burst=True, batch=batch,
-                timeout_s=max(600.0, events / 20),
-            )  # fmt: skip
+            game_rate, floor_rate = events / game_s, events / floor_s
+            game_wall: float = game_s
+            game = None
+        else:
+            floor_rate, game_rate, game_wall, game = await _game_in_process(
+                settings, engine, queue, world.first_village_id, villages, events, batch
+            )
         counts = await _counts(engine)
         versions = await _db_version(engine)
     finally:
@@ -944,8 +1072,6 @@ async def game_bench(
         if database is not None:
             await drop_database(database, pg_admin_url)
 
-    game_rate = Rates(events, game.window_s()).per_s
-    floor_rate = Rates(events, floor.window_s()).per_s
     summary: dict[str, Any] = {
         "mode": "game",
         "db": db,
@@ -953,21 +1079,22 @@ async def game_bench(
         "events": events,
         "partitions": partitions,
         "batch": batch,
+        "processes": processes,
         "game_events_per_s": game_rate,
         "durable_noop_per_s": floor_rate,
         "ratio_to_durable_noop": game_rate / max(floor_rate, 1e-9),
         "game_drain_wall_s": game_wall,
         "counts": counts,
-        "failed_handler_calls": game.failed_calls,
-        "failed_handler_events": game.failed_events,
-        "slowest_handler_call_s": game.slowest_call_s,
+        "failed_handler_calls": game.failed_calls if game else None,
+        "failed_handler_events": game.failed_events if game else None,
+        "slowest_handler_call_s": game.slowest_call_s if game else None,
         "targets": {"game_events_per_s": TARGETS["game_events_per_s"]},
         "targets_met": {"game_events_per_s": game_rate >= TARGETS["game_events_per_s"]},
     }
     met = summary["targets_met"]["game_events_per_s"]
     report.print_table(
         f"queue --handlers game: {events:,} march arrivals, {villages:,} villages on {db}, "
-        f"{partitions} partitions; events/s",
+        f"{partitions} partitions, {processes} task-server process(es); events/s",
         [
             [
                 "march arrivals (battle, loot, reports, return)",
@@ -985,7 +1112,7 @@ async def game_bench(
         f"{counts['return_marches']:,} return marches scheduled",
         highlight=False,
     )
-    if game.failed_calls:
+    if game is not None and game.failed_calls:
         from gameserver.queue.constants import HANDLER_TIMEOUT_S
 
         report.console.print(

@@ -36,9 +36,10 @@ async def bump_versions(redis: Redis, prefix: str, player_ids: Iterable[int], no
     ids = sorted(set(player_ids))
     if not ids:
         return
+    bump = redis.register_script(_BUMP)  # EVALSHA: a batch of events bumps hundreds of players
     async with redis.pipeline(transaction=False) as pipe:
         for player_id in ids:
-            pipe.eval(_BUMP, 1, version_key(prefix, player_id), now_ms)
+            await bump(keys=[version_key(prefix, player_id)], args=[now_ms], client=pipe)
         await pipe.execute()
 
 
