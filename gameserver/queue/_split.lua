@@ -1,6 +1,7 @@
 -- Fragment: split_blobs(s) cuts a concatenation of blobs by the body size in each header
--- (bytes 37-42, hex; a header is 42 bytes). A header that cannot be read ends the split:
--- the rest becomes one (bad) blob, dead-lettered by the worker with its reason.
+-- (bytes 37-42, hex; a header is 42 bytes). claim.lua lets only blobs so framed into a batch
+-- (it sends the others to *dead*); should a header still be unreadable, it ends the split:
+-- the rest becomes one (bad) blob.
 local function split_blobs(s)
   local out, pos, len = {}, 1, #s
   while pos <= len do

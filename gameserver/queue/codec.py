@@ -13,6 +13,7 @@ the durable flag, and the body size to split a batch.
 from __future__ import annotations
 
 from itertools import starmap
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -32,6 +33,8 @@ HEADER_MEMORY = BLOB_PREFIX + b"%04x%016x%013dm%06x"
 _MEMBER = BLOB_PREFIX + b"%04x%016x"
 _packb = msgpack.Packer().pack  # msgpack.packb builds a Packer per call: twice as slow
 _unpackb = msgpack.unpackb
+# a header as msgpack decodes it (a str of 40 chars): its member, less the str8 prefix
+_member_text = itemgetter(slice(0, MEMBER_LEN - len(BLOB_PREFIX)))
 
 
 def member(priority: int, event_id: int) -> bytes:
@@ -128,8 +131,9 @@ def decode(blob: bytes) -> Event:
 def decode_stream(stream: bytes, n: int) -> list[Event] | None:
     """Decode a claimed batch (``n`` concatenated blobs) with one msgpack call: the hot path.
 
-    Returns None if anything is off; ``split`` and ``decode_many`` then name
-    the malformed entries.
+    Returns None if anything is off, a header that names another event than
+    its body included; ``split`` and ``decode_many`` then name the malformed
+    entries.
     """
     try:
         items = _unpackb(b"\xdd" + (2 * n).to_bytes(4, "big") + stream, strict_map_key=False)
@@ -142,6 +146,8 @@ def decode_stream(stream: bytes, n: int) -> list[Event] | None:
     except TypeError:
         return None
     cls = Event
+    members: list[int] = []  # (priority + bias, id) as one number: 20 hex digits, the member
+    add = members.append
     for e in events:
         if not (
             type(e.kind) is str
@@ -153,21 +159,31 @@ def decode_stream(stream: bytes, n: int) -> list[Event] | None:
             and type(e.attempts) is int
         ):
             return None
+        add((e.priority + PRIORITY_BIAS) << 64 | e.id)
         e.__class__ = cls  # see _EventBuilder
+    # Each header (a str, every other item) must name its body's event: one comparison of
+    # the batch's members, formatted and sliced in C (~0.1 us an event).
+    try:
+        if "".join(map(_member_text, items[::2])) != ("%020x" * n) % tuple(members):
+            return None
+    except (TypeError, ValueError, OverflowError):
+        return None
     return events
 
 
 def split(stream: bytes) -> list[bytes]:
     """The blobs of a concatenation, cut by their header's body size.
 
-    A header that cannot be read ends the split: the rest is one (bad) blob.
+    Cuts where the Lua scripts do (claim.lua checked each blob's size field
+    as they read it: ``tonumber(field, 16)``, which stops at a NUL). A header
+    that cannot be read ends the split: the rest is one (bad) blob.
     """
     blobs = []
     pos, end = 0, len(stream)
     while pos < end:
         head = stream[pos : pos + HEADER_LEN]
         try:
-            size = int(head[36:42], 16) if head[:2] == BLOB_PREFIX else -1
+            size = int(head[36:42].split(b"\0", 1)[0], 16) if head[:2] == BLOB_PREFIX else -1
         except ValueError:
             size = -1
         stop = pos + HEADER_LEN + size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -70,7 +71,17 @@ def _envelope(items: Any) -> bytes:
 
 
 def _score(value: bytes | None) -> int | None:
-    return None if value is None else int(float(value))
+    """A sorted-set score as whole ms; None for none or a non-finite one (no time at all)."""
+    if value is None:
+        return None
+    score = float(value)
+    return int(score) if math.isfinite(score) else None
+
+
+def _pairs(flat: list[Any]) -> list[tuple[bytes, str]]:
+    """[member, reason, ...] of a script reply as (member, reason) pairs."""
+    pairs = zip(flat[::2], flat[1::2], strict=True)
+    return [(bytes(m), r.decode(errors="replace")) for m, r in pairs]
 
 
 class EventQueue:
@@ -325,19 +336,20 @@ class EventQueue:
         now = self.clock.now_ms()
         self._token_seq += 1
         token = b"%s.%x" % (self._token_base, self._token_seq)
-        keys = (k.due, k.byid, k.inflight, k.batches)
-        return token, keys, (now, limit, token, now + lease_ms, b",".join(ack))
+        keys = (k.due, k.byid, k.inflight, k.batches, k.dead, k.deadinfo)
+        return token, keys, (now, limit, token, now + lease_ms, b",".join(ack), DUE_MS_MAX)
 
     def claim_result(self, partition: int, token: bytes, reply: list[Any]) -> Claim:
         """Decode the reply of a claim script call."""
-        n, batch, head, lease = reply
+        n, batch, head, lease, buried = reply
+        dead = _pairs(buried) if buried else []
         if not n:
-            return Claim(partition, b"", [], [], _score(head), _score(lease))
+            return Claim(partition, b"", [], [], _score(head), _score(lease), dead)
         events = codec.decode_stream(batch, n)
         bad: list[tuple[bytes, str]] = []
         if events is None:  # a malformed entry: decode blob by blob to name it
             events, bad = codec.decode_many(codec.split(batch))
-        return Claim(partition, token, events, bad, _score(head), _score(lease))
+        return Claim(partition, token, events, bad, _score(head), _score(lease), dead)
 
     async def claim(
         self,
@@ -352,7 +364,8 @@ class EventQueue:
         The batch is leased for ``lease_ms``: unless acked (or renewed) by then,
         its events return to *due*. ``ack`` names finished batches to ack in
         the same round trip. Undecodable entries come back in ``Claim.bad`` (for
-        ``bury``).
+        ``bury``); entries that are not framed as a blob, or scored outside
+        0..``DUE_MS_MAX``, go to *dead* in the claim itself (``Claim.buried``).
         """
         token, keys, args = self.claim_request(partition, limit, lease_ms, ack)
         return self.claim_result(partition, token, await _CLAIM(self.redis, keys, args))

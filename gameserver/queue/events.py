@@ -70,6 +70,9 @@ class Claim:
     bad: list[tuple[bytes, str]]  # (member, reason): undecodable, dead-lettered by the worker
     next_due_ms: int | None  # earliest due time still waiting in the partition
     next_deadline_ms: int | None  # earliest lease deadline of an in-flight batch
+    # (member, reason) of entries the claim script itself sent to *dead*: not framed as a
+    # blob, or scored outside 0..DUE_MS_MAX; they are in no batch
+    buried: list[tuple[bytes, str]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.events or self.bad)

@@ -152,7 +152,8 @@ class PartitionWorker:
                 was_fresh, fresh = fresh, False
                 self._held.difference_update(acked)
                 n = reply[0]  # events claimed
-                full = n >= cfg.batch_size
+                # (entries the claim sent to dead letters took places in the batch too)
+                full = n + len(reply[4]) // 2 >= cfg.batch_size
                 if n:
                     self._held.add(token)
                     if full and cfg.prefetch and not self._stopping:
@@ -160,6 +161,8 @@ class PartitionWorker:
                         await line.send(unacked)
                         unacked = []
                 claim = line.decode(token, reply)
+                if claim.buried:
+                    self._report_buried(claim.buried)
                 stale = False  # the batch put events back: the claim's next due time is old
                 if claim:
                     stale = await self._run_batch(claim)
@@ -196,6 +199,11 @@ class PartitionWorker:
                 log.exception("partition %d: could not hand back in-flight batches", p)
             finally:
                 await line.close()
+
+    def _report_buried(self, buried: list[tuple[bytes, str]]) -> None:
+        for member, reason in buried:
+            log.error("partition %d: malformed entry %r: %s", self.partition, member, reason)
+        self._dead.inc(len(buried))
 
     async def _ack(self, tokens: list[bytes]) -> None:
         for token in tokens:

@@ -91,3 +91,28 @@ def test_decode_checks_the_header_against_the_body() -> None:
     with pytest.raises(MalformedEvent, match="bad header"):
         codec.decode(b"xx" + good[2:])
     assert codec.split_member(codec.member(-3, 99)) == (-3, 99)
+
+
+def test_the_batch_fast_path_checks_each_header_against_its_body() -> None:
+    """A header naming another event used to run as its body's event."""
+    a = codec.encode(7, "k", 1, 10, 0, {}, 0, False)
+    b = codec.encode(8, "k", 1, 10, 0, {}, 0, False)
+    other_priority = codec.encode(7, "k", 1, 10, 1, {}, 0, False)
+    for forged in (a[:42] + b[42:], other_priority[:42] + a[42:]):
+        assert codec.decode_stream(b + forged + b, 3) is None
+        events, bad = codec.decode_many(codec.split(b + forged + b))
+        assert [e.id for e in events] == [8, 8]
+        assert bad == [(forged[:22], "payload header does not match its body")]
+    assert codec.decode_stream(a + b + other_priority, 3) == [
+        codec.decode(a), codec.decode(b), codec.decode(other_priority)
+    ]  # fmt: skip
+
+
+def test_split_reads_a_size_field_as_the_lua_scripts_do() -> None:
+    """``tonumber(field, 16)`` stops at a NUL: claim.lua frames such a blob, so Python must
+    cut it at the same place."""
+    body = codec.pack([9, "k", 1, 10, 0, {}, 0, False])
+    blob = codec.HEADER_MEMORY[:-4] % (32768, 9, 10) + b"%x" % len(body)
+    blob = blob.ljust(42, b"\0") + body
+    good = codec.encode(7, "k", 1, 10, 0, {}, 0, False)
+    assert codec.split(good + blob + good) == [good, blob, good]

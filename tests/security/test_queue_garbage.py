@@ -115,7 +115,7 @@ async def test_malformed_and_oversized_entries_go_to_dead_letters_and_work_goes_
     task_server: subprocess.Popen[bytes], redis: Redis, redis_prefix: str, sqlite_url: str
 ) -> None:
     queue = EventQueue(redis, prefix=redis_prefix, partitions=PARTITIONS, clock=SYSTEM_CLOCK)
-    entries = await _inject(redis, redis_prefix, known_bugs=False)
+    entries = await _inject(redis, redis_prefix, known_bugs=True)
     keys = PartitionKeys(redis_prefix, 0)
     await redis.hset(keys.byid, b"%016x" % (1 << 61), b"\x00junk in the id index")
     await redis.publish(keys.channel, b"junk,\xff:1,3:not-a-time,0:0")
@@ -142,12 +142,6 @@ async def test_malformed_and_oversized_entries_go_to_dead_letters_and_work_goes_
     await queue.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a claimed batch is one concatenation split by each header's body size; an "
-    "entry whose header is unreadable or whose size is wrong ends the split, so every event "
-    "claimed after it in that batch is buried with it (SECURITY.md, Queue input)",
-)
 async def test_an_entry_with_a_broken_header_takes_no_other_event_with_it(
     task_server: subprocess.Popen[bytes], redis: Redis, redis_prefix: str, sqlite_url: str
 ) -> None:
@@ -162,11 +156,6 @@ async def test_an_entry_with_a_broken_header_takes_no_other_event_with_it(
         await queue.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the batch decoder's fast path does not compare a header with its body, so "
-    "an entry whose header names another event runs as the body's event",
-)
 async def test_an_entry_whose_header_names_another_event_is_dead_lettered(
     task_server: subprocess.Popen[bytes], redis: Redis, redis_prefix: str, sqlite_url: str
 ) -> None:
@@ -187,11 +176,6 @@ async def test_an_entry_whose_header_names_another_event_is_dead_lettered(
         await queue.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: EventQueue._score() does int(float(score)); an entry scored +inf makes every "
-    "claim of its partition raise OverflowError, so that partition's worker crash-loops",
-)
 async def test_an_entry_scored_infinite_does_not_stop_its_partition(
     task_server: subprocess.Popen[bytes], redis: Redis, redis_prefix: str, sqlite_url: str
 ) -> None:
