@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.errors import FatalError
+from common.node_lease import NodeLease
 from common.redis_conn import AnyRedis
 from common.settings import Settings
 from db.engine import check_database, create_engine, session_factory
@@ -83,6 +84,7 @@ class TaskServer:
         self.reconciler: Reconciler | None = None
         self.wake: WakeListener | None = None
         self.metrics_server: MetricsServer | None = None
+        self.node_lease: NodeLease | None = None
         self.started = asyncio.Event()  # set after the first lease heartbeat
         self._stop = asyncio.Event()
         self._workers: dict[int, _Running] = {}
@@ -179,6 +181,11 @@ class TaskServer:
         if cfg.gc_gen0_threshold is not None:
             gc.set_threshold(cfg.gc_gen0_threshold, *gc_before[1:])
         try:
+            # ids of follow-up events (and of the game's rows) unique among the world's
+            # processes: every IdGenerator of this process uses the leased node
+            self.node_lease = NodeLease(self.redis, self.settings.redis_prefix, owner=self.owner)
+            await self.node_lease.acquire()
+            background.append(asyncio.create_task(self.node_lease.run(), name="id-node-lease"))
             port = self.settings.gameserver_metrics_port
             if port:
                 try:
@@ -254,6 +261,9 @@ class TaskServer:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        if self.node_lease is not None:
+            await self.node_lease.release()
+            self.node_lease = None
         for hook in self._shutdown_hooks:
             try:
                 await hook(self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -10,6 +11,7 @@ from aiohttp import web
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
+from common.node_lease import NodeLease
 from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
@@ -93,6 +95,18 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     await engine.dispose()
 
 
+async def _id_node(app: web.Application) -> AsyncIterator[None]:
+    """Lease this process's id node while the app runs: ids unique among a world's processes
+    (``common.node_lease``)."""
+    lease = NodeLease(app[REDIS], app[SETTINGS].redis_prefix)
+    await lease.acquire()
+    renewing = asyncio.create_task(lease.run(), name="id-node-lease")
+    yield
+    lease.stop()
+    await renewing
+    await lease.release()
+
+
 async def index(_request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "index.html")
 
@@ -126,6 +140,7 @@ def create_app(
     app[CONFIG] = config
     app[METRICS] = metrics
     app.cleanup_ctx.append(_resources)
+    app.cleanup_ctx.append(_id_node)
     mount(
         app,
         [

@@ -11,8 +11,10 @@ from redis.asyncio import Redis
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from common import ids
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import free_port
+from common.node_lease import NODE_COOLDOWN_MS, node_keys
 from common.settings import Settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
@@ -230,3 +232,28 @@ async def test_a_database_outage_counts_no_attempt_against_the_events(
     assert {e.attempts for e in ran} == {0}  # the outage was nobody's fault
     assert sum(s.dead for s in await queue.stats()) == 0
     assert (await counts(sessions))["processed"] == 5
+
+
+async def test_the_task_server_leases_its_id_node_while_it_runs(
+    small: Settings,
+    run_server: Callable[[TaskServer], asyncio.Task[None]],
+    redis: Redis,
+    redis_prefix: str,
+) -> None:
+    """Follow-up events and the game's rows get ids of a node no other live process of the
+    world has (common.node_lease)."""
+    server = TaskServer(small, _registry(), SYSTEM_CLOCK, config=FAST)
+    task = run_server(server)
+    await asyncio.wait_for(server.started.wait(), 10)
+    lease = server.node_lease
+    assert lease is not None and lease.node is not None
+    assert ids.process_node() == lease.node
+    assert server.queue is not None and server.queue.ids.node == lease.node
+    expiries, owners = node_keys(redis_prefix)
+    assert await redis.hget(owners, str(lease.node)) == lease.owner.encode()
+    node = lease.node
+    server.stop()
+    await asyncio.wait_for(task, 15)
+    # handed back: free again after a short cooldown
+    expiry = await redis.zscore(expiries, str(node))
+    assert expiry is not None and expiry <= SYSTEM_CLOCK.now_ms() + NODE_COOLDOWN_MS + 1_000

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
 
+from common import ids
 from common.clock import ManualClock
+from common.node_lease import node_keys
 from tests.web.conftest import MakeClient, RegisterFn
+from webfront.state import IDS
 
 
 async def test_time_is_the_app_clock(client: TestClient, clock: ManualClock) -> None:
@@ -51,3 +55,16 @@ async def test_metrics_are_hidden_behind_a_proxy_and_open_with_the_token(
     resp = await client.get("/metrics", headers={**proxied, "Authorization": "Bearer s3cret-token"})
     assert resp.status == 200 and "webfront_requests_total" in await resp.text()
     assert (await client.get("/metrics")).status == 200  # loopback, no proxy header
+
+
+async def test_each_web_process_leases_its_id_node(
+    make_client: MakeClient, redis: Redis, redis_prefix: str
+) -> None:
+    """Command ids (scheduled_events keys) unique among the world's processes: each app
+    leases a node of its own while it runs (common.node_lease)."""
+    first, second = await make_client(), await make_client()
+    _, owners = node_keys(redis_prefix)
+    leased = await redis.hgetall(owners)  # type: ignore[misc]
+    assert len(leased) == 2  # two apps, two nodes, both live
+    assert first.app[IDS].node == ids.process_node() and ids.process_node() in map(int, leased)
+    await second.close()
