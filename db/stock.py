@@ -74,6 +74,29 @@ def tick_statement(shard: int, now_ms: int, dialect: str, held: Sequence[int] = 
 # Past this many villages with overdue events a tick is skipped: the queue is
 # catching up, and a skipped tick loses nothing (the next one covers its dt).
 MAX_HELD_VILLAGES = 5_000
+# An event overdue by more than this is stuck (dead-lettered) rather than late: the
+# horizon stops waiting for it, and only its own village is held.
+HORIZON_MAX_LAG_MS = 6 * 3_600_000
+
+
+async def settle_horizon(conn: AsyncConnection, now_ms: int) -> int:
+    """How far the tick may materialize stocks: ``now_ms``, or the due time of the earliest
+    pending event if that is earlier.
+
+    A running event's follow-ups (the news of a battle reaching the attacker's home, a
+    return with loot) may change production in other villages at times between its due
+    time and now, and they do not exist until its transaction commits. Every follow-up is
+    due no earlier than the event that makes it, so settling no village past the earliest
+    pending due time keeps every such change exact, however late the queue runs.
+    """
+    earliest = (
+        await conn.execute(
+            select(func.min(ScheduledEvent.due_ms)).where(
+                ScheduledEvent.due_ms >= now_ms - HORIZON_MAX_LAG_MS
+            )
+        )
+    ).scalar()
+    return now_ms if earliest is None else min(now_ms, int(earliest))
 
 
 async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:
@@ -103,7 +126,8 @@ def bare_tick_statement(shard: int, now_ms: int) -> Update:
 
 
 async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
-    """Run one shard's tick in its own transaction; returns the rows updated.
+    """Run one shard's tick in its own transaction, up to ``settle_horizon``; returns the
+    rows updated.
 
     On PostgreSQL the commit does not wait for the WAL flush: a tick lost in a
     crash is recomputed by the next one (dt per row), so it needs no durability.
@@ -114,10 +138,11 @@ async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
             await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             # never queue for long behind a command's row lock: the next rotation catches up
             await conn.exec_driver_sql("SET LOCAL lock_timeout = '500ms'")
-        held = await held_villages(conn, now_ms)
+        horizon = await settle_horizon(conn, now_ms)
+        held = await held_villages(conn, horizon)  # stuck events' villages, and those due now
         if held is None:
             return 0
-        result = await conn.execute(tick_statement(shard, now_ms, dialect, held))
+        result = await conn.execute(tick_statement(shard, horizon, dialect, held))
     return int(result.rowcount or 0)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, insert, select
 
 from common.amounts import SCALE, accrue
 from db import stock
@@ -131,21 +131,36 @@ async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
     assert (await _stocks(engine))[1][0] == 0
 
 
-async def test_tick_holds_villages_with_overdue_events(engine) -> None:
+async def test_tick_settles_no_village_past_the_earliest_pending_event(engine) -> None:
+    """A pending event's follow-ups may change any village's production from its due time
+    on: the tick stops there (the horizon), and holds the event's own village before it.
+    An event overdue beyond ``HORIZON_MAX_LAG_MS`` is stuck: only its village waits."""
     from db.models import ScheduledEvent
 
     await _make_villages(engine, 8, shards=1)
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(ScheduledEvent).values(
-                id=1, kind="build_done", village_id=3, due_ms=T0 + 500, priority=0,
-                payload=b"", created_ms=T0,
-            )
-        )  # fmt: skip
-    async with engine.connect() as conn:
-        await stock.tick_shard(conn, 0, T0 + 1000)
-        updated = dict(
-            (await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))).all()
-        )
+
+    async def pending(village_id: int, due_ms: int) -> None:
+        async with engine.begin() as conn:
+            await conn.execute(delete(ScheduledEvent))
+            await conn.execute(
+                insert(ScheduledEvent).values(
+                    id=village_id, kind="build_done", village_id=village_id, due_ms=due_ms,
+                    priority=0, payload=b"", created_ms=T0,
+                )
+            )  # fmt: skip
+
+    async def tick(now_ms: int) -> dict[int, int]:
+        async with engine.connect() as conn:
+            await stock.tick_shard(conn, 0, now_ms)
+            rows = await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))
+            return dict(rows.all())  # type: ignore[arg-type]
+
+    await pending(3, T0 + 500)
+    updated = await tick(T0 + 1000)
     assert updated[3] == T0  # held until its event has run
-    assert all(updated[v] == T0 + 1000 for v in updated if v != 3)
+    assert all(updated[v] == T0 + 500 for v in updated if v != 3)  # the horizon
+
+    await pending(5, T0 + 1000 - stock.HORIZON_MAX_LAG_MS - 1)  # stuck, e.g. dead-lettered
+    updated = await tick(T0 + 2000)
+    assert updated[5] == T0 + 500 and updated[3] == T0 + 2000
+    assert all(updated[v] == T0 + 2000 for v in updated if v != 5)
