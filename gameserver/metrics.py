@@ -69,7 +69,8 @@ class QueueMetrics:
             "gameserver_redis_data_lost", "Partitions whose Redis marker vanished", registry=r
         )
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> MetricsServer:
+    def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsServer:
+        """Serve /metrics on ``addr:port`` (loopback unless told: no authentication)."""
         server, thread = start_http_server(port, addr, registry=self.registry)
         return MetricsServer(server, thread)
 
@@ -78,6 +79,10 @@ class MetricsServer:
     def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
         self._server = server
         self._thread = thread
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
 
     @property
     def port(self) -> int:

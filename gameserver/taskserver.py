@@ -188,11 +188,12 @@ class TaskServer:
             background.append(asyncio.create_task(self.node_lease.run(), name="id-node-lease"))
             port = self.settings.gameserver_metrics_port
             if port:
+                host = self.settings.gameserver_metrics_host
                 try:
-                    self.metrics_server = self.metrics.serve(port)
+                    self.metrics_server = self.metrics.serve(port, host)
                 except OSError as exc:
                     raise FatalError(
-                        f"GAMESERVER_METRICS_PORT: cannot listen on {port}: {exc}"
+                        f"GAMESERVER_METRICS_HOST/PORT: cannot listen on {host}:{port}: {exc}"
                     ) from None
             for hook in self._startup:
                 await hook(self)

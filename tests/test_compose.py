@@ -39,6 +39,12 @@ def test_app_commands_are_entry_points_of_the_project() -> None:
         assert command[0] in scripts, f"{name} runs {command[0]!r}, not a project entry point"
 
 
+def test_task_server_metrics_listen_where_a_scraper_reaches_them() -> None:
+    gameserver = _compose()["services"]["gameserver"]
+    assert gameserver["environment"]["GAMESERVER_METRICS_HOST"] == "0.0.0.0"
+    assert "ports" not in gameserver  # the internal network only: no authentication
+
+
 def test_app_environment_is_read_by_settings() -> None:
     known = env_variables()
     for name, service in _compose()["services"].items():

@@ -168,6 +168,28 @@ async def test_metrics_are_served(
     assert "gameserver_partitions_held 4.0" in text
 
 
+async def test_metrics_listen_on_loopback_unless_told(
+    small: Settings, run_server: Callable[[TaskServer], asyncio.Task[None]]
+) -> None:
+    """The endpoint has no authentication: GAMESERVER_METRICS_HOST opens it wider (the
+    compose file sets 0.0.0.0 for a scraper in another container)."""
+    assert small.gameserver_metrics_host == "127.0.0.1"
+    for host in ("127.0.0.1", "0.0.0.0"):
+        server = TaskServer(
+            small.model_copy(
+                update={"gameserver_metrics_port": free_port(), "gameserver_metrics_host": host}
+            ),
+            _registry(),
+            SYSTEM_CLOCK,
+            config=FAST,
+        )
+        task = run_server(server)
+        await asyncio.wait_for(server.started.wait(), 10)
+        assert server.metrics_server is not None and server.metrics_server.host == host
+        server.stop()
+        await asyncio.wait_for(task, 15)
+
+
 async def test_periodic_jobs_plug_into_the_scheduler(
     redis: Redis,  # first: its teardown (deleting the test's keys) runs after the server's
     small: Settings,
