@@ -36,11 +36,15 @@ async def tick_bench(
 
     data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
     check_disk(data_dir, villages * BYTES_PER_VILLAGE[db], f"a tick bench of {villages:,} villages")
+    from bench.queue import _db_version, load_average
+
     database = await fresh_database(db, db_name, redis_url, pg_admin_url)
     try:
         report.console.print(f"populating {villages:,} villages on {db} ...")
         await populate(database.engine, villages, shards)
+        load_at_start = load_average()
         figures = await run_rotations(database.engine, villages, shards, rotations)
+        version = await _db_version(database.engine)
     finally:
         await drop_database(database, pg_admin_url)
     summary = figures.summary()
@@ -66,8 +70,11 @@ async def tick_bench(
         ax.legend()
 
     summary["plot"] = str(report.save_plot(out, f"tick_{db}", draw))
+    machine = report.machine_info(
+        {"database": version, "loadavg_at_start": load_at_start, "loadavg_at_end": load_average()}
+    )
     summary["json"] = str(
-        report.save_json(out, f"tick_{db}", {"machine": report.machine_info(), **summary})
+        report.save_json(out, f"tick_{db}", {"machine": machine, "db": db, **summary})
     )
     return summary
 
