@@ -18,6 +18,9 @@ def setup_logging(level: str = "INFO") -> None:
         stream=sys.stderr,
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # the task server's scheduler logs two INFO lines per job run (the tick: every second)
+    quiet = max(logging.WARNING, logging.getLevelName(level))
+    logging.getLogger("apscheduler").setLevel(logging.NOTSET if level == "DEBUG" else quiet)
     # aiosqlite logs every statement with its parameters at DEBUG (password hashes too)
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLevelName(level)))
 

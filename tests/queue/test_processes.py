@@ -213,3 +213,35 @@ async def test_sigterm_stops_cleanly_and_hands_partitions_back(
     proc.send_signal(signal.SIGTERM)
     assert await _wait_exit(proc, 20) == 0
     assert await lease.owners() == {}
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+async def test_the_scheduler_logs_its_job_runs_only_at_debug(
+    sqlite_url: str, redis_prefix: str, redis: Redis, servers: Servers, level: str
+) -> None:
+    """APScheduler logs two INFO lines per job run, the tick's every second: only DEBUG shows
+    them; INFO still shows the task server's own lines."""
+    settings = Settings(
+        database_url=sqlite_url,
+        redis_url=TEST_REDIS_URL,
+        redis_prefix=redis_prefix,
+        queue_partitions=2,
+    )  # type: ignore[call-arg]
+    proc = servers.start(server_env(settings, LOG_LEVEL=level))
+    lease = LeaseManager(redis, prefix=redis_prefix, group="queue", count=2)
+
+    async def holds_all() -> bool:
+        return len(await lease.owners()) == 2
+
+    await eventually(holds_all, 30)
+    await asyncio.sleep(2.5)  # two or three ticks
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 20) == 0
+    assert proc.stderr is not None
+    log = proc.stderr.read().decode(errors="replace")
+    assert "INFO common.node_lease" in log  # the server's own INFO lines are there
+    scheduler = [line for line in log.splitlines() if " apscheduler." in line]
+    if level == "DEBUG":
+        assert any("Running job" in line for line in scheduler)
+    else:
+        assert not any(" INFO " in line for line in scheduler), scheduler[:3]
