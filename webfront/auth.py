@@ -11,6 +11,7 @@ password is hashed, so the limits also cap the CPU an attacker can burn.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from aiohttp import web
@@ -21,7 +22,7 @@ from db.worldgen import VillageTemplate
 from webfront import ratelimit
 from webfront.codec import respond
 from webfront.errors import ApiError, unauthorized
-from webfront.passwords import hash_password, needs_rehash, verify_password
+from webfront.passwords import hash_password, needs_rehash, unusable_reason, verify_password
 from webfront.routing import Endpoint
 from webfront.sessions import COOKIE, NewSession, token_from_headers, token_hash
 from webfront.state import (
@@ -34,6 +35,8 @@ from webfront.state import (
     SETTINGS,
 )
 from webfront.validation import Id, Out, Password, PlayerName, StrictBody, read_body
+
+log = logging.getLogger(__name__)
 
 
 class RegisterBody(StrictBody):
@@ -168,6 +171,13 @@ async def login(request: web.Request) -> web.Response:
     stored = found.password_hash if found else None
     ok = await _hash_in_pool(request, verify_password, body.password, stored, config.scrypt)
     if not ok or found is None:
+        # an unusable stored hash matches no password: answered like a wrong one, and told
+        # to the operator (never the hash itself)
+        if found is not None and (problem := unusable_reason(found.password_hash, config.scrypt)):
+            log.warning(
+                "player %d cannot log in: the stored password hash is unusable (%s); "
+                "set a new one", found.player_id, problem,
+            )  # fmt: skip
         raise ApiError(401, "invalid_credentials", "wrong name or password")
     if needs_rehash(found.password_hash, config.scrypt):
         new_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)

@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.models import Player
 from tests.web.conftest import FAST_CONFIG, PASSWORD, MakeClient
 from webfront.config import WebConfig
-from webfront.passwords import ScryptParams, hash_password, needs_rehash, verify_password
+from webfront.passwords import (
+    ScryptParams,
+    hash_password,
+    needs_rehash,
+    unusable_reason,
+    verify_password,
+)
 
 
 def _b64(text: str) -> bytes:
@@ -45,6 +51,30 @@ def test_an_account_without_a_password_hash_matches_nothing() -> None:
     for stored in ("!", "", "plain text", "scrypt$not-a-hash"):
         assert not verify_password(stored, stored, params)
         assert not verify_password(PASSWORD, stored, params)
+    assert unusable_reason("!", params) is None  # bots: no password, by design
+
+
+def test_a_corrupt_or_planted_hash_matches_nothing_and_costs_no_more() -> None:
+    """Parameters scrypt refuses used to raise (a 500 at login); absurd ones would cost
+    gigabytes: both match no password, at the configured cost."""
+    params = ScryptParams(n=2**10, r=8, p=1)
+    _, n, r, p, salt, key = hash_password(PASSWORD, params).split("$")
+    for stored in (
+        f"scrypt$1000${r}${p}${salt}${key}",
+        f"scrypt${n}$0${p}${salt}${key}",
+        f"scrypt$65536$1${p}${salt}${key}",  # N must stay below 2**(16 r)
+        f"scrypt${2**24}${r}${p}${salt}${key}",  # 16 GiB
+        f"scrypt${n}${r}${2**30}${salt}${key}",
+        f"scrypt${n}${r}${p}${salt}${key[:-4]}",
+    ):
+        started = time.perf_counter()
+        assert not verify_password(PASSWORD, stored, params)
+        assert time.perf_counter() - started < 2.0
+        reason = unusable_reason(stored, params)
+        assert reason and salt not in reason and key[:8] not in reason
+    # hashes made with the default parameters stay usable under cheaper configured ones
+    default = hash_password(PASSWORD, ScryptParams())
+    assert unusable_reason(default, params) is None and verify_password(PASSWORD, default, params)
 
 
 def test_an_unknown_account_costs_as_much_as_a_known_one() -> None:

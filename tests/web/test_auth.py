@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
@@ -166,3 +169,47 @@ async def test_login_rate_limit_per_address(make_client: MakeClient) -> None:
         assert resp.status == 401
     resp = await client.post("/api/login", json={"name": "user9", "password": PASSWORD})
     assert resp.status == 429 and "Retry-After" in resp.headers
+
+
+async def test_a_corrupt_stored_hash_is_a_wrong_password_and_a_warning(
+    client: TestClient,
+    register: RegisterFn,
+    engine: AsyncEngine,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A hash damaged in the players table used to answer 500 (scrypt refusing its
+    parameters): it matches no password, answers the usual 401 and tells the operator which
+    player, never the hash."""
+    player = await register("Hank")
+    async with engine.connect() as conn:
+        good = (await conn.execute(select(Player.password_hash))).scalar_one()
+    _, n, r, p, salt, key = good.split("$")
+    corrupt = [
+        f"scrypt$3${r}${p}${salt}${key}",  # N not a power of two
+        f"scrypt${n}$0${p}${salt}${key}",  # r = 0
+        f"scrypt${n}${r}$-1${salt}${key}",
+        f"scrypt${2**30}${r}${p}${salt}${key}",  # a planted cost: 1 TiB of memory
+        f"scrypt${2**20}${r}${2**20}${salt}${key}",
+        f"scrypt${n}${r}${p}${salt}$!!not-base64",
+        f"scrypt${n}${r}${p}${salt}${key[:10]}",  # a key cut short
+        f"scrypt$x${r}${p}${salt}${key}",
+        f"scrypt${n}${r}${p}${salt}",
+        "",
+    ]
+    for stored in corrupt:
+        async with engine.begin() as conn:
+            await conn.execute(update(Player).values(password_hash=stored))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="webfront.auth"):
+            resp = await client.post("/api/login", json={"name": "Hank", "password": PASSWORD})
+        assert resp.status == 401, stored
+        assert (await resp.json())["error"]["code"] == "invalid_credentials"
+        [record] = [r for r in caplog.records if r.name == "webfront.auth"]
+        message = record.getMessage()
+        assert f"player {player.player_id} cannot log in" in message and "unusable" in message
+        assert salt not in message and key[:10] not in message, message
+    # the real hash back: the same password logs in
+    async with engine.begin() as conn:
+        await conn.execute(update(Player).values(password_hash=good))
+    resp = await client.post("/api/login", json={"name": "Hank", "password": PASSWORD})
+    assert resp.status == 200
