@@ -16,10 +16,11 @@ from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver.queue import EventQueue
-from webfront import auth, clocksync, health, mapview, openapi, reports, snapshot
+from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
 from webfront.commands import command_endpoints
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
+from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.middleware import make_middleware
 from webfront.ratelimit import RateLimiter
@@ -33,6 +34,7 @@ from webfront.state import (
     HASH_POOL,
     IDS,
     LIMITER,
+    LOCAL_CACHE,
     METRICS,
     QUEUE,
     REDIS,
@@ -50,7 +52,13 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     settings, config, clock = app[SETTINGS], app[CONFIG], app[CLOCK]
     engine = create_engine(settings)
     redis = create_redis(settings)
-    fast = FastRedis(settings.redis_url)
+    local = LocalCache(
+        keys.session(settings.redis_prefix, ""),
+        keys.version_prefix(settings.redis_prefix),
+        max_entries=config.local_cache_entries,
+        max_age_ms=config.local_cache_max_age_ms,
+    )
+    fast = FastRedis(settings.redis_url, tracker=local if config.local_cache else None)
     pool = ThreadPoolExecutor(config.hash_threads, thread_name_prefix="password-hash")
     sessions = SessionStore(
         engine,
@@ -60,10 +68,12 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         clock,
         ttl_ms=settings.session_ttl_s * 1000,
         negative_ttl_ms=config.negative_session_ttl_ms,
+        local=local,
     )
     app[ENGINE] = engine
     app[REDIS] = redis  # type: ignore[assignment]
     app[FAST_REDIS] = fast
+    app[LOCAL_CACHE] = local
     app[HASH_POOL] = pool
     app[SESSIONS] = sessions
     app[LIMITER] = RateLimiter(redis, settings.redis_prefix, clock)  # type: ignore[arg-type]
@@ -81,6 +91,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         engine,
         redis,  # type: ignore[arg-type]
         fast,
+        local,
         sessions,
         clock,
         settings.redis_prefix,

@@ -54,6 +54,7 @@ from webfront.state import (
     ENGINE,
     IDS,
     LIMITER,
+    LOCAL_CACHE,
     QUEUE,
     REDIS,
     SESSION_FACTORY,
@@ -266,9 +267,9 @@ async def _after_commit(
             await callback()
         except Exception:
             log.exception("after-commit callback of %s failed", path)
-    await bump_versions(
-        app[REDIS], app[SETTINGS].redis_prefix, {ctx.player_id, *ctx.touched}, app[CLOCK].now_ms()
-    )
+    touched = {ctx.player_id, *ctx.touched}
+    await bump_versions(app[REDIS], app[SETTINGS].redis_prefix, touched, app[CLOCK].now_ms())
+    app[LOCAL_CACHE].forget_versions(touched)  # Redis pushes it too; here it is certain now
 
 
 def command_endpoints(game: str) -> list[Endpoint]:

@@ -34,6 +34,11 @@ class WebConfig:
     snapshot_cache_ttl_ms: int = 600_000
     snapshot_cache_jitter: float = 0.25
     snapshot_builds: int = 4  # snapshot DB builds at once per process; more polls wait their turn
+    # Sessions, versions and bodies remembered in process, invalidated by Redis's client-side
+    # caching pushes (webfront.localcache); max_age bounds an entry's life even without a push.
+    local_cache: bool = True
+    local_cache_entries: int = 50_000  # per table (sessions, versions, bodies); oldest go first
+    local_cache_max_age_ms: int = 60_000
     negative_session_ttl_ms: int = 60_000  # an unknown token is remembered this long
     reports_max_per_page: int = 100
     # /metrics answers loopback clients without a proxy header, or anyone sending this token

@@ -10,6 +10,13 @@ order (RESP is FIFO), parsing with hiredis: a few µs per command.
 It runs only read-mostly hot-path commands (``EVALSHA`` of registered
 scripts, ``GET``); everything else uses redis-py. A lost connection fails the
 commands in flight (the API answers 503) and the next command reconnects.
+
+With a ``tracker`` (``webfront.localcache.LocalCache``) the connection speaks
+RESP3 and turns on client-side caching in broadcast mode for the tracker's key
+prefixes: Redis pushes the names of changed keys on this connection, in order
+with the replies, and ``on_reply`` callbacks run as their reply is parsed, so a
+cache filled by them is invalidated by any later change. A Redis without RESP3
+or tracking (older than 6) still works: the tracker just stays inactive.
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import logging
 import ssl
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import hiredis
 from redis.connection import parse_url
@@ -26,6 +35,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 _CONNECT_TIMEOUT_S = 5.0
+log = logging.getLogger("webfront")
+
+OnReply = Callable[[Any], None]
+
+
+class Tracker(Protocol):
+    """What a client-side cache offers the connection (``webfront.localcache.LocalCache``)."""
+
+    def prefixes(self) -> tuple[str, ...]: ...
+    def invalidate(self, keys: list[bytes] | None) -> None: ...
+    def tracking_started(self) -> None: ...
+    def tracking_lost(self) -> None: ...
 
 
 def _pack(args: tuple[str | bytes | int, ...], head: bytes = b"") -> bytes:
@@ -43,7 +64,10 @@ def _pack(args: tuple[str | bytes | int, ...], head: bytes = b"") -> bytes:
 class _Protocol(asyncio.Protocol):
     def __init__(self) -> None:
         self.reader = hiredis.Reader()
-        self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.waiters: collections.deque[tuple[asyncio.Future[Any], OnReply | None]] = (
+            collections.deque()
+        )
+        self.tracker: Tracker | None = None  # set while client-side caching is being turned on
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.outgoing: list[bytes] = []  # commands of this loop iteration, sent together
@@ -59,20 +83,31 @@ class _Protocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
         while (reply := self.reader.gets()) is not False:
-            waiter = self.waiters.popleft()
-            if waiter.done():  # its caller was cancelled
+            if type(reply) is hiredis.PushNotification:  # RESP3 push: not a reply
+                if self.tracker is not None and len(reply) > 1 and reply[0] == b"invalidate":
+                    self.tracker.invalidate(reply[1])
                 continue
+            waiter, on_reply = self.waiters.popleft()
             if isinstance(reply, hiredis.ReplyError):
                 message = str(reply)
                 err = NoScriptError if message.startswith("NOSCRIPT") else ResponseError
-                waiter.set_exception(err(message))
-            else:
+                if not waiter.done():  # done: its caller was cancelled
+                    waiter.set_exception(err(message))
+                continue
+            if on_reply is not None:  # now, before any later push is read
+                try:
+                    on_reply(reply)
+                except Exception:
+                    log.exception("a Redis reply callback failed")
+            if not waiter.done():
                 waiter.set_result(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.tracker is not None:
+            self.tracker.tracking_lost()
         while self.waiters:
-            waiter = self.waiters.popleft()
+            waiter, _ = self.waiters.popleft()
             if not waiter.done():
                 waiter.set_exception(RedisConnectionError(f"connection to Redis lost: {exc}"))
 
@@ -80,11 +115,12 @@ class _Protocol(asyncio.Protocol):
 class FastRedis:
     """``await client.execute("GET", key)``; ``await client.evalsha(script, keys, args)``."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, tracker: Tracker | None = None) -> None:
         self._options = parse_url(url)
         self._ssl = url.startswith("rediss://")
         self._protocol: _Protocol | None = None
         self._connecting = asyncio.Lock()
+        self._tracker = tracker
 
     async def _connect(self) -> _Protocol:
         async with self._connecting:
@@ -105,43 +141,78 @@ class FastRedis:
                         )
                 except OSError as exc:
                     raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
-                setup: list[tuple[str | bytes | int, ...]] = []
-                if options.get("password"):
-                    user = options.get("username") or "default"
-                    setup.append(("AUTH", user, options["password"]))
-                if options.get("db"):
-                    setup.append(("SELECT", int(options["db"])))
                 try:
-                    for command in setup:
-                        await self._send(protocol, command)
+                    await self._setup(protocol)
                 except BaseException:
                     protocol.transport.close()  # type: ignore[union-attr]
                     raise
             self._protocol = protocol
             return protocol
 
-    @staticmethod
-    def _send(protocol: _Protocol, args: tuple[str | bytes | int, ...]) -> asyncio.Future[Any]:
-        return FastRedis._send_raw(protocol, _pack(args, b"*%d\r\n" % len(args)))
+    async def _setup(self, protocol: _Protocol) -> None:
+        """Log in, select the database and, with a tracker, turn client-side caching on."""
+        options, tracker = self._options, self._tracker
+        password = options.get("password")
+        user = options.get("username") or "default"
+        if tracker is not None:
+            hello: tuple[str | int, ...] = ("HELLO", 3)
+            if password:
+                hello += ("AUTH", user, password)
+            try:
+                await self._send(protocol, hello)
+                password = None  # HELLO logged in
+            except ResponseError as exc:  # no RESP3: serve without the local cache
+                log.warning("Redis has no RESP3 (%s): no client-side caching", exc)
+                tracker = None
+        if password:
+            await self._send(protocol, ("AUTH", user, password))
+        if options.get("db"):
+            await self._send(protocol, ("SELECT", int(options["db"])))
+        if tracker is None:
+            return
+        command: list[str] = ["CLIENT", "TRACKING", "ON", "BCAST"]
+        for prefix in tracker.prefixes():
+            command += ["PREFIX", prefix]
+        protocol.tracker = tracker  # a push may follow the reply in the same read
+        try:
+            await self._send(protocol, tuple(command))
+        except ResponseError as exc:
+            protocol.tracker = None
+            log.warning("Redis refused client tracking (%s): no client-side caching", exc)
+            return
+        tracker.tracking_started()
 
     @staticmethod
-    def _send_raw(protocol: _Protocol, data: bytes) -> asyncio.Future[Any]:
+    def _send(
+        protocol: _Protocol, args: tuple[str | bytes | int, ...], on_reply: OnReply | None = None
+    ) -> asyncio.Future[Any]:
+        return FastRedis._send_raw(protocol, _pack(args, b"*%d\r\n" % len(args)), on_reply)
+
+    @staticmethod
+    def _send_raw(
+        protocol: _Protocol, data: bytes, on_reply: OnReply | None = None
+    ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        protocol.waiters.append(future)
+        protocol.waiters.append((future, on_reply))
         if not protocol.outgoing:  # the first command of this iteration schedules the send
             loop.call_soon(protocol.flush)
         protocol.outgoing.append(data)
         return future
 
-    async def execute(self, *args: str | bytes | int) -> Any:
+    async def execute(self, *args: str | bytes | int, on_reply: OnReply | None = None) -> Any:
+        """Run one command; ``on_reply(reply)`` runs as the reply is parsed (not on errors)."""
         protocol = self._protocol
         if protocol is None or protocol.closed:
             protocol = await self._connect()
-        return await self._send(protocol, args)
+        return await self._send(protocol, args, on_reply)
 
     async def evalsha(
-        self, script: Script, keys: tuple[str, ...], args: tuple[str | bytes | int, ...]
+        self,
+        script: Script,
+        keys: tuple[str, ...],
+        args: tuple[str | bytes | int, ...],
+        on_reply: OnReply | None = None,
     ) -> Any:
         protocol = self._protocol
         if protocol is None or protocol.closed:
@@ -149,9 +220,11 @@ class FastRedis:
         params = (*keys, *args)
         head = script.head(len(keys), len(params))
         try:
-            return await self._send_raw(protocol, _pack(params, head))
+            return await self._send_raw(protocol, _pack(params, head), on_reply)
         except NoScriptError:  # a restarted or flushed Redis: EVAL loads it again
-            return await self.execute("EVAL", script.source, len(keys), *keys, *args)
+            return await self.execute(
+                "EVAL", script.source, len(keys), *keys, *args, on_reply=on_reply
+            )
 
     async def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:

@@ -19,7 +19,7 @@ from webfront.auth import authenticate
 from webfront.codec import respond
 from webfront.errors import not_found
 from webfront.routing import Endpoint
-from webfront.state import CLOCK, CONFIG, ENGINE, REDIS, SETTINGS
+from webfront.state import CLOCK, CONFIG, ENGINE, LOCAL_CACHE, REDIS, SETTINGS
 from webfront.validation import Out, Query, path_id, read_query
 
 MAX_PAGE = 10_000
@@ -115,6 +115,7 @@ async def get_report(request: web.Request) -> web.Response:
         await bump_versions(
             request.app[REDIS], request.app[SETTINGS].redis_prefix, [player_id], clock.now_ms()
         )
+        request.app[LOCAL_CACHE].forget_versions([player_id])
     return respond(
         request,
         {

@@ -10,6 +10,11 @@ Logout writes the revocation to the database, then overwrites the cache
 entry with ``b"-"`` for the rest of the session's life. Cache fills use
 ``SET NX``, so a fill racing with a logout can never bring a revoked session
 back. Expiry is checked against the app clock on every read.
+
+Each process also remembers sessions it has read (``webfront.localcache``),
+kept true by Redis's invalidation pushes: logout forgets the session in its
+own process at once, other processes when Redis's push arrives (and within
+``WebConfig.local_cache_max_age_ms`` at most, even without it).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
 from sqlalchemy import insert, select, update
@@ -27,6 +33,9 @@ from common.clock import Clock
 from db.models import PlayerSession
 from webfront import keys
 from webfront.fastredis import FastRedis
+
+if TYPE_CHECKING:
+    from webfront.localcache import LocalCache
 
 COOKIE = "wg_session"
 REVOKED = b"-"
@@ -86,6 +95,7 @@ class SessionStore:
         clock: Clock,
         ttl_ms: int,
         negative_ttl_ms: int,
+        local: LocalCache | None = None,
     ) -> None:
         self._engine = engine
         self._redis = redis
@@ -94,6 +104,7 @@ class SessionStore:
         self._clock = clock
         self._ttl_ms = ttl_ms
         self._negative_ttl_ms = negative_ttl_ms
+        self._local = local
 
     async def create(self, player_id: int) -> NewSession:
         token = secrets.token_urlsafe(32)
@@ -121,10 +132,23 @@ class SessionStore:
                 update(PlayerSession).where(PlayerSession.token_hash == digest).values(revoked=True)
             )
         await self._redis.set(keys.session(self._prefix, digest), REVOKED, px=self._ttl_ms)
+        if self._local is not None:  # this process: now; the others: by Redis's push
+            self._local.forget_session(digest)
 
     async def player_of(self, digest: str) -> int | None:
-        """The player a token hash logs in, or None: one Redis read when cached."""
-        cached = await self._fast.execute("GET", keys.session(self._prefix, digest))
+        """The player a token hash logs in, or None: no Redis read when remembered, else one."""
+        local = self._local
+        if local is not None:
+            player_id = local.player(digest, self._clock.now_ms())
+            if player_id is not None:
+                return player_id
+            cached = await self._fast.execute(
+                "GET",
+                keys.session(self._prefix, digest),
+                on_reply=lambda value: local.fill_session(digest, value, self._clock.now_ms()),
+            )
+        else:
+            cached = await self._fast.execute("GET", keys.session(self._prefix, digest))
         if cached is not None:
             return parse_cached(cached, self._clock.now_ms())
         return await self.load(digest)

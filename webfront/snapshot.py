@@ -53,6 +53,7 @@ from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
 from webfront.fastredis import FastRedis, Script
+from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
 from webfront.sessions import SessionStore, parse_cached, token_from_headers, token_hash
 from webfront.validation import Out
@@ -334,6 +335,7 @@ class SnapshotService:
     engine: AsyncEngine
     redis: Redis
     fast: FastRedis
+    local: LocalCache
     sessions: SessionStore
     clock: Clock
     prefix: str
@@ -381,6 +383,7 @@ class SnapshotService:
                 body,
                 px=self.body_ttl_ms(),
             )
+            self.local.put_body(player_id, version, packed, body)
             future.set_result(body)
             return body
         except BaseException as exc:
@@ -404,6 +407,25 @@ def held_version(if_none_match: str | None) -> str:
     return tag if tag == "*" else ""
 
 
+def _not_modified(version: str) -> web.Response:
+    return web.Response(
+        status=304,
+        headers={"ETag": f'"{version}"', "Cache-Control": "private, no-cache", "Vary": "Accept"},
+    )
+
+
+def _full(body: bytes, version: str, packed: bool, now_ms: int) -> web.Response:
+    return web.Response(
+        body=with_field_first(body, packed, "server_time_ms", now_ms),
+        headers={
+            "Content-Type": MSGPACK if packed else JSON,
+            "ETag": f'"{version}"',
+            "Cache-Control": "private, no-cache",
+            "Vary": "Accept",
+        },
+    )
+
+
 async def snapshot(request: web.Request) -> web.Response:
     service = request.app[SNAPSHOTS]
     headers = request.headers
@@ -413,12 +435,31 @@ async def snapshot(request: web.Request) -> web.Response:
     digest = token_hash(token)
     held = held_version(headers.get("If-None-Match"))
     packed = wants_msgpack(request)
+    # remembered session and version (see webfront.localcache): no Redis round trip
+    local = service.local
+    now = service.clock.now_ms()
+    player_id = local.player(digest, now)
+    if player_id is not None and (version := local.version(player_id, now)) is not None:
+        if held == version or held == "*":
+            return _not_modified(version)
+        body = local.body(player_id, version, packed)
+        if body is not None:
+            return _full(body, version, packed, now)
+    return await _poll_redis(service, digest, held, packed)
+
+
+async def _poll_redis(
+    service: SnapshotService, digest: str, held: str, packed: bool
+) -> web.Response:
+    """Session, version and a cached body in one Lua call, remembered as the reply is read."""
+    local, clock = service.local, service.clock
     reply = await service.fast.evalsha(
         _SCRIPT,
         (service.session_prefix + digest,),
         (service.version_prefix, service.snapshot_prefix, held, "m" if packed else "j"),
+        on_reply=lambda r: local.fill_from_poll(digest, r, packed, clock.now_ms()),
     )
-    now = service.clock.now_ms()
+    now = clock.now_ms()
     if reply:
         player_id = parse_cached(reply[0], now)
         version = reply[1].decode() if len(reply) > 1 else None
@@ -429,24 +470,12 @@ async def snapshot(request: web.Request) -> web.Response:
         raise unauthorized(_NO_SESSION)
     if version is None:
         version = str(await read_version(service.redis, service.prefix, player_id, now))
-    etag = f'"{version}"'
     if held == version or held == "*":
-        return web.Response(
-            status=304,
-            headers={"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Accept"},
-        )
-    body: bytes | None = reply[2] if len(reply) > 2 else None
+        return _not_modified(version)
+    body: bytes | None = reply[2] if len(reply) > 2 else local.body(player_id, version, packed)
     if body is None:
         body = await service.body(player_id, version, packed)
-    return web.Response(
-        body=with_field_first(body, packed, "server_time_ms", now),
-        headers={
-            "Content-Type": MSGPACK if packed else JSON,
-            "ETag": etag,
-            "Cache-Control": "private, no-cache",
-            "Vary": "Accept",
-        },
-    )
+    return _full(body, version, packed, now)
 
 
 ENDPOINTS = [

@@ -14,6 +14,7 @@ from common.settings import Settings
 from gameserver.queue import EventQueue
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
+from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.ratelimit import RateLimiter
 from webfront.sessions import SessionStore
@@ -26,6 +27,7 @@ METRICS = web.AppKey("metrics", Metrics)
 ENGINE = web.AppKey("engine", AsyncEngine)
 REDIS = web.AppKey("redis", Redis)
 FAST_REDIS = web.AppKey("fast_redis", FastRedis)
+LOCAL_CACHE = web.AppKey("local_cache", LocalCache)
 SESSIONS = web.AppKey("sessions", SessionStore)
 LIMITER = web.AppKey("limiter", RateLimiter)
 HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
