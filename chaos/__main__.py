@@ -37,7 +37,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--known-bug-garbage",
         action="store_true",
-        help="also inject the queue entries SECURITY.md lists as mishandled today",
+        help="also inject the queue entries that used to break the queue (SECURITY.md)",
     )
 
 

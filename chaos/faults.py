@@ -96,10 +96,10 @@ def _garbage_entries(
     """(name, partition, blob, expectation, id) of hostile entries, built with the codec.
 
     The default set is what the queue must dead-letter and survive. ``known_bugs`` adds
-    entries that break it today (see SECURITY.md, "Queue input"): a header that cannot be
-    read or whose body size is wrong makes the claimed batch split wrongly, so the events
-    claimed after it are buried with it; a header naming another event than its body runs
-    as the body's event.
+    entries that used to break it (see SECURITY.md, "Queue input"), now dead-lettered alone
+    too: a header that cannot be read or whose body size is wrong made the claimed batch
+    split wrongly, burying the events claimed after it; a header naming another event than
+    its body ran as the body's event.
     """
     from gameserver.queue import codec
     from gameserver.queue.constants import HEADER_LEN, PRIORITY_BIAS

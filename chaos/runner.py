@@ -56,7 +56,7 @@ class RunConfig:
     grace_ms: int = 2_000
     replay_sample: int = 25
     seed: int = 7
-    known_bug_garbage: bool = False  # also inject queue entries the queue mishandles today
+    known_bug_garbage: bool = False  # also inject the queue entries that used to break it
     workdir: Path | None = None
     keep: bool = False
 
