@@ -100,6 +100,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         config.snapshot_builds,
     )
     yield
+    await app[snapshot.SNAPSHOTS].drain()
     pool.shutdown(wait=True)
     await fast.close()
     await redis.aclose()

@@ -23,32 +23,18 @@ and rates, and the client interpolates ``min(cap, fixed + rate * dt) // scale``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from pydantic import Field
 from redis.asyncio import Redis
-from sqlalchemy import false, func, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.orm import aliased
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from common.amounts import SCALE
 from common.clock import Clock
 from common.snapshot_versions import read_version
-from db.models import (
-    Building,
-    BuildOrder,
-    March,
-    Player,
-    Report,
-    TrainingOrder,
-    Troop,
-    Village,
-    VillageStock,
-)
 from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
@@ -56,10 +42,13 @@ from webfront.fastredis import FastRedis, Script
 from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
 from webfront.sessions import SessionStore, parse_cached, token_from_headers, token_hash
+from webfront.snapshot_build import build_snapshot
 from webfront.validation import Out
 
 RESOURCES = ("wood", "clay", "iron", "crop")
 _SCRIPT = Script((Path(__file__).parent / "snapshot_poll.lua").read_text())
+log = logging.getLogger("webfront")
+_jitter = random.Random()  # its own generator: the global one may be seeded by others (tests)
 _NO_SESSION = "the session is unknown, expired or logged out; log in again"
 
 
@@ -146,187 +135,6 @@ class SnapshotOut(Out):
     villages: list[VillageOut]
 
 
-# ---- building a snapshot
-
-
-async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
-    """The snapshot of ``player_id`` without ``server_time_ms``."""
-    unread = (
-        select(func.count())
-        .where(Report.player_id == player_id, Report.is_read == false())
-        .scalar_subquery()
-    )
-    head = (await conn.execute(select(Player.name, unread).where(Player.id == player_id))).first()
-    if head is None:  # the player was deleted while a cached session outlived them
-        raise unauthorized("this player no longer exists")
-    s = VillageStock
-    rows = (
-        await conn.execute(
-            select(
-                Village.id,
-                Village.name,
-                Village.x,
-                Village.y,
-                s.updated_ms,
-                s.wood,
-                s.clay,
-                s.iron,
-                s.crop,
-                s.wood_rate,
-                s.clay_rate,
-                s.iron_rate,
-                s.crop_rate,
-                s.warehouse_cap,
-                s.granary_cap,
-            )
-            .join(s, s.village_id == Village.id)
-            .where(Village.player_id == player_id)
-            .order_by(Village.id)
-        )
-    ).all()
-    villages: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        stocks: dict[str, Any] = {"updated_ms": r.updated_ms, "scale": SCALE}
-        for res, fixed, rate in (
-            ("wood", r.wood, r.wood_rate),
-            ("clay", r.clay, r.clay_rate),
-            ("iron", r.iron, r.iron_rate),
-            ("crop", r.crop, r.crop_rate),
-        ):
-            cap = r.granary_cap if res == "crop" else r.warehouse_cap
-            stocks[res] = {
-                "units": fixed // SCALE,
-                "fixed": fixed,
-                "rate_per_hour": rate,
-                "cap": cap // SCALE,
-            }
-        villages[r.id] = {
-            "id": r.id,
-            "name": r.name,
-            "x": r.x,
-            "y": r.y,
-            "stocks": stocks,
-            "buildings": {},
-            "build_queue": [],
-            "troops": {},
-            "reinforcements": [],
-            "troops_away": [],
-            "training_queue": [],
-            "marches_out": [],
-            "marches_in": [],
-        }
-    if villages:
-        await _add_details(conn, villages)
-    return {
-        "player_id": player_id,
-        "name": head.name,
-        "unread_reports": int(head[1]),
-        "villages": list(villages.values()),
-    }
-
-
-async def _add_details(conn: AsyncConnection, villages: dict[int, dict[str, Any]]) -> None:
-    ids = list(villages)
-    for b in await conn.execute(
-        select(Building.village_id, Building.kind, Building.level)
-        .where(Building.village_id.in_(ids))
-        .order_by(Building.village_id, Building.kind)
-    ):
-        villages[b.village_id]["buildings"][b.kind] = b.level
-    for o in await conn.execute(
-        select(
-            BuildOrder.id,
-            BuildOrder.village_id,
-            BuildOrder.kind,
-            BuildOrder.target_level,
-            BuildOrder.started_ms,
-            BuildOrder.done_ms,
-        )
-        .where(BuildOrder.village_id.in_(ids))
-        .order_by(BuildOrder.done_ms, BuildOrder.id)
-    ):
-        villages[o.village_id]["build_queue"].append(
-            {"id": o.id, "kind": o.kind, "target_level": o.target_level,
-             "started_ms": o.started_ms, "done_ms": o.done_ms}
-        )  # fmt: skip
-    for t in await conn.execute(
-        select(
-            TrainingOrder.id,
-            TrainingOrder.village_id,
-            TrainingOrder.unit,
-            TrainingOrder.count,
-            TrainingOrder.started_ms,
-            TrainingOrder.done_ms,
-        )
-        .where(TrainingOrder.village_id.in_(ids))
-        .order_by(TrainingOrder.done_ms, TrainingOrder.id)
-    ):
-        villages[t.village_id]["training_queue"].append(
-            {"id": t.id, "unit": t.unit, "count": t.count,
-             "started_ms": t.started_ms, "done_ms": t.done_ms}
-        )  # fmt: skip
-    for t in await conn.execute(
-        select(Troop.village_id, Troop.home_village_id, Troop.unit, Troop.count)
-        .where(or_(Troop.village_id.in_(ids), Troop.home_village_id.in_(ids)), Troop.count > 0)
-        .order_by(Troop.village_id, Troop.home_village_id, Troop.unit)
-    ):
-        if t.village_id == t.home_village_id:
-            villages[t.village_id]["troops"][t.unit] = t.count
-            continue
-        if t.village_id in villages:
-            villages[t.village_id]["reinforcements"].append(
-                {"village_id": t.home_village_id, "unit": t.unit, "count": t.count}
-            )
-        if t.home_village_id in villages:
-            villages[t.home_village_id]["troops_away"].append(
-                {"village_id": t.village_id, "unit": t.unit, "count": t.count}
-            )
-    origin, target = aliased(Village), aliased(Village)
-    for m in await conn.execute(
-        select(
-            March.id,
-            March.kind,
-            March.origin_village_id,
-            March.target_village_id,
-            March.troops,
-            March.loot,
-            March.depart_ms,
-            March.arrive_ms,
-            origin.x.label("ox"),
-            origin.y.label("oy"),
-            origin.name.label("oname"),
-            target.x.label("tx"),
-            target.y.label("ty"),
-            target.name.label("tname"),
-        )
-        .outerjoin(origin, origin.id == March.origin_village_id)
-        .outerjoin(target, target.id == March.target_village_id)
-        .where(or_(March.origin_village_id.in_(ids), March.target_village_id.in_(ids)))
-        .order_by(March.arrive_ms, March.id)
-    ):
-        # A march's origin is its troops' home, on the way back too: a return march is
-        # coming home to its origin, and the village it leaves does not see it.
-        mine = m.origin_village_id in villages
-        march = {
-            "id": m.id,
-            "kind": m.kind,
-            "origin": {"id": m.origin_village_id, "x": m.ox, "y": m.oy, "name": m.oname},
-            "target": {"id": m.target_village_id, "x": m.tx, "y": m.ty, "name": m.tname},
-            "depart_ms": m.depart_ms,
-            "arrive_ms": m.arrive_ms,
-            "troops": dict(m.troops) if mine else None,
-            "loot": dict(m.loot or {}) if mine else None,
-        }
-        if m.kind == "return":
-            if mine:
-                villages[m.origin_village_id]["marches_in"].append(march)
-            continue
-        if mine:
-            villages[m.origin_village_id]["marches_out"].append(march)
-        if m.target_village_id in villages:
-            villages[m.target_village_id]["marches_in"].append(march)
-
-
 # ---- serving
 
 
@@ -347,6 +155,10 @@ class SnapshotService:
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
     # at most max_builds database reads at once: a burst of misses queues here, not in the pool
     build_slots: asyncio.Semaphore = field(init=False)
+    # builds read in autocommit: the one statement needs no BEGIN and no ROLLBACK round trip
+    read_engine: AsyncEngine = field(init=False)
+    # body writes to Redis in flight (the polls that waited for a build do not wait for them)
+    writes: set[asyncio.Task[None]] = field(default_factory=set)
     # key prefixes, computed once: the hot path only concatenates
     session_prefix: str = field(init=False)
     version_prefix: str = field(init=False)
@@ -354,13 +166,15 @@ class SnapshotService:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "build_slots", asyncio.Semaphore(self.max_builds))
+        autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        object.__setattr__(self, "read_engine", autocommit)
         object.__setattr__(self, "session_prefix", keys.session(self.prefix, ""))
         object.__setattr__(self, "version_prefix", keys.version_prefix(self.prefix))
         object.__setattr__(self, "snapshot_prefix", keys.snapshot_prefix(self.prefix))
 
     def body_ttl_ms(self) -> int:
         """The cache TTL of one body: the base TTL stretched by a random share of the jitter."""
-        return self.cache_ttl_ms + int(self.cache_ttl_ms * self.cache_jitter * random.random())
+        return self.cache_ttl_ms + int(self.cache_ttl_ms * self.cache_jitter * _jitter.random())
 
     async def body(self, player_id: int, version: str, packed: bool) -> bytes:
         """The encoded snapshot of ``version``: built once, cached in Redis for every process.
@@ -375,16 +189,14 @@ class SnapshotService:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.building[key] = future
         try:
-            async with self.build_slots, self.engine.connect() as conn:
+            async with self.build_slots, self.read_engine.connect() as conn:
                 data = await build_snapshot(conn, player_id)
             body = encode(data, packed)
-            await self.redis.set(
-                keys.snapshot(self.prefix, player_id, int(version), "m" if packed else "j"),
-                body,
-                px=self.body_ttl_ms(),
-            )
             self.local.put_body(player_id, version, packed, body)
             future.set_result(body)
+            write = asyncio.create_task(self._store(player_id, version, packed, body))
+            self.writes.add(write)
+            write.add_done_callback(self.writes.discard)
             return body
         except BaseException as exc:
             future.set_exception(exc)
@@ -392,6 +204,18 @@ class SnapshotService:
             raise
         finally:
             del self.building[key]
+
+    async def drain(self) -> None:
+        """Wait for the body writes still in flight (at shutdown)."""
+        await asyncio.gather(*self.writes, return_exceptions=True)
+
+    async def _store(self, player_id: int, version: str, packed: bool, body: bytes) -> None:
+        """Cache a built body for every process; a failure only costs another build later."""
+        key = keys.snapshot(self.prefix, player_id, int(version), "m" if packed else "j")
+        try:
+            await self.redis.set(key, body, px=self.body_ttl_ms())
+        except Exception as exc:
+            log.warning("caching snapshot %s failed: %s: %s", key, type(exc).__name__, exc)
 
 
 SNAPSHOTS = web.AppKey("snapshots", SnapshotService)

@@ -183,3 +183,67 @@ async def test_a_deleted_player_is_logged_out(
         await conn.execute(delete(Player).where(Player.id == alice.player_id))
     resp = await client.get("/api/snapshot", headers=alice.auth)
     assert resp.status == 401
+
+
+async def test_every_part_of_a_snapshot_in_order(
+    client: TestClient, register: RegisterFn, engine: AsyncEngine, clock: ManualClock
+) -> None:
+    """Queues, troops at home, away and visiting, and marches each way, from one statement."""
+    from sqlalchemy import insert
+
+    from db.models import BuildOrder, TrainingOrder, Troop
+    from tests.web.helpers import next_id
+
+    alice, bob = await register("Alice"), await register("Bob")
+    a, b, now = alice.village_id, bob.village_id, clock.now_ms()
+    late, early = next_id(), next_id()  # ids in the other order than done times
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(BuildOrder),
+            [
+                {"id": late, "village_id": a, "kind": "farm", "target_level": 2,
+                 "started_ms": now, "done_ms": now + 900},
+                {"id": early, "village_id": a, "kind": "mine", "target_level": 1,
+                 "started_ms": now, "done_ms": now + 500},
+            ],
+        )  # fmt: skip
+        await conn.execute(
+            insert(TrainingOrder).values(
+                id=next_id(), village_id=a, unit="scout", count=3, started_ms=now, done_ms=now + 70
+            )
+        )
+        await conn.execute(
+            insert(Troop),
+            [
+                {"village_id": a, "home_village_id": a, "unit": "scout", "count": 4},
+                {"village_id": a, "home_village_id": a, "unit": "archer", "count": 0},  # hidden
+                {"village_id": a, "home_village_id": b, "unit": "guard", "count": 2},
+                {"village_id": b, "home_village_id": a, "unit": "scout", "count": 1},
+            ],
+        )
+    out = await add_march(engine, "raid", a, b, {"scout": 2}, now)
+    back = await add_march(engine, "return", a, b, {"scout": 1}, now + 1)
+    incoming = await add_march(engine, "attack", b, a, {"guard": 9}, now + 2)
+    data = await (await client.get("/api/snapshot", headers=alice.auth)).json()
+    SnapshotOut.model_validate(data)
+    [village] = data["villages"]
+    assert [o["id"] for o in village["build_queue"]] == [early, late]
+    assert village["build_queue"][0] == {
+        "id": early, "kind": "mine", "target_level": 1, "started_ms": now, "done_ms": now + 500
+    }  # fmt: skip
+    assert [(t["unit"], t["count"]) for t in village["training_queue"]] == [("scout", 3)]
+    troops = village["troops"]  # the template's and ours, by unit
+    assert troops["scout"] == 4 and "archer" not in troops and list(troops) == sorted(troops)
+    assert village["reinforcements"] == [{"village_id": b, "unit": "guard", "count": 2}]
+    assert village["troops_away"] == [{"village_id": b, "unit": "scout", "count": 1}]
+    assert [m["id"] for m in village["marches_out"]] == [out]
+    assert [m["id"] for m in village["marches_in"]] == [back, incoming]  # by arrival
+    raid = village["marches_out"][0]
+    assert raid["troops"] == {"scout": 2} and raid["loot"] == {}
+    assert raid["origin"]["name"] == village["name"] and raid["target"]["id"] == b
+    assert village["marches_in"][1]["troops"] is None  # the enemy's troops stay hidden
+    assert sorted(village["buildings"]) == list(village["buildings"])  # by kind
+    bob_view = await (await client.get("/api/snapshot", headers=bob.auth)).json()
+    [bob_village] = bob_view["villages"]
+    assert [m["id"] for m in bob_village["marches_in"]] == [out]  # the return leaves, unseen
+    assert bob_village["troops_away"] == [{"village_id": a, "unit": "guard", "count": 2}]

@@ -1,0 +1,289 @@
+"""``build_snapshot``: a player's whole snapshot from ONE SQL statement.
+
+The parts of a snapshot (the player, villages with stocks, buildings, build and
+training queues, troops, marches) are read by one ``UNION ALL`` whose rows
+share a generic layout: ``part`` says which table a row comes from, and
+``i1..i14`` (integers), ``s1..s3`` (strings) and ``j1, j2`` (JSON) carry its
+columns. One statement is one round trip, and one consistent view of the
+data: separate statements would each wait for the event loop in turn (a loaded
+web process runs a full iteration, milliseconds, between two of them) and could
+each see a different commit. It is built once, with the player id as a bound
+parameter, so its compiled form is cached too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    cast,
+    false,
+    func,
+    literal_column,
+    null,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import aliased
+
+from common.amounts import SCALE
+from db.models import (
+    Building,
+    BuildOrder,
+    March,
+    Player,
+    Report,
+    TrainingOrder,
+    Troop,
+    Village,
+    VillageStock,
+)
+from webfront.errors import unauthorized
+
+_INTS, _STRS, _JSONS = 14, 3, 2
+HEAD, VILLAGE, BUILDING, BUILD_ORDER, TRAINING, TROOPS, MARCH = range(7)
+
+
+def _part(
+    part: int,
+    ints: Sequence[Any] = (),
+    strs: Sequence[Any] = (),
+    jsons: Sequence[Any] = (),
+) -> list[ColumnElement[Any]]:
+    """The generic columns of one part; a missing or None column is a typed NULL."""
+
+    def pad(values: Sequence[Any], size: int, type_: Any, name: str) -> list[ColumnElement[Any]]:
+        out = list(values) + [None] * (size - len(values))
+        return [
+            (cast(null(), type_) if v is None else v).label(f"{name}{n + 1}")
+            for n, v in enumerate(out)
+        ]
+
+    return [
+        literal_column(str(part), Integer).label("part"),
+        *pad(ints, _INTS, BigInteger, "i"),
+        *pad(strs, _STRS, String, "s"),
+        *pad(jsons, _JSONS, JSON, "j"),
+    ]
+
+
+def _statement() -> Select[Any]:
+    player_id = bindparam("player_id", type_=BigInteger)
+    mine = select(Village.id).where(Village.player_id == player_id)
+    unread = (
+        select(func.count())
+        .where(Report.player_id == player_id, Report.is_read == false())
+        .scalar_subquery()
+    )
+    s = VillageStock
+    origin, target = aliased(Village), aliased(Village)
+    # Sorted by (part, i1, i2, s1): each part puts its sort keys there.
+    parts = [
+        select(*_part(HEAD, [unread], [Player.name])).where(Player.id == player_id),
+        select(
+            *_part(
+                VILLAGE,
+                [
+                    Village.id,
+                    Village.x,
+                    Village.y,
+                    s.updated_ms,
+                    s.wood,
+                    s.clay,
+                    s.iron,
+                    s.crop,
+                    s.wood_rate,
+                    s.clay_rate,
+                    s.iron_rate,
+                    s.crop_rate,
+                    s.warehouse_cap,
+                    s.granary_cap,
+                ],
+                [Village.name],
+            )
+        )
+        .join(s, s.village_id == Village.id)
+        .where(Village.player_id == player_id),
+        select(
+            *_part(BUILDING, [Building.village_id, None, Building.level], [Building.kind])
+        ).where(Building.village_id.in_(mine)),
+        select(
+            *_part(
+                BUILD_ORDER,
+                [
+                    BuildOrder.done_ms,
+                    BuildOrder.id,
+                    BuildOrder.village_id,
+                    BuildOrder.target_level,
+                    BuildOrder.started_ms,
+                ],
+                [BuildOrder.kind],
+            )
+        ).where(BuildOrder.village_id.in_(mine)),
+        select(
+            *_part(
+                TRAINING,
+                [
+                    TrainingOrder.done_ms,
+                    TrainingOrder.id,
+                    TrainingOrder.village_id,
+                    TrainingOrder.count,
+                    TrainingOrder.started_ms,
+                ],
+                [TrainingOrder.unit],
+            )
+        ).where(TrainingOrder.village_id.in_(mine)),
+        select(
+            *_part(TROOPS, [Troop.village_id, Troop.home_village_id, Troop.count], [Troop.unit])
+        ).where(or_(Troop.village_id.in_(mine), Troop.home_village_id.in_(mine)), Troop.count > 0),
+        select(
+            *_part(
+                MARCH,
+                [
+                    March.arrive_ms,
+                    March.id,
+                    March.origin_village_id,
+                    March.target_village_id,
+                    March.depart_ms,
+                    origin.x,
+                    origin.y,
+                    target.x,
+                    target.y,
+                ],
+                [March.kind, origin.name, target.name],
+                [March.troops, March.loot],
+            )
+        )
+        .outerjoin(origin, origin.id == March.origin_village_id)
+        .outerjoin(target, target.id == March.target_village_id)
+        .where(or_(March.origin_village_id.in_(mine), March.target_village_id.in_(mine))),
+    ]
+    rows = union_all(*parts).subquery("parts")
+    return select(rows).order_by(rows.c.part, rows.c.i1, rows.c.i2, rows.c.s1)
+
+
+SNAPSHOT_STATEMENT = _statement()
+
+
+def _village(i: Sequence[Any], name: str) -> dict[str, Any]:
+    village_id, x, y, updated_ms = i[0], i[1], i[2], i[3]
+    stocks: dict[str, Any] = {"updated_ms": updated_ms, "scale": SCALE}
+    for n, res in enumerate(("wood", "clay", "iron", "crop")):
+        fixed, rate = i[4 + n], i[8 + n]
+        cap = i[13] if res == "crop" else i[12]
+        stocks[res] = {
+            "units": fixed // SCALE,
+            "fixed": fixed,
+            "rate_per_hour": rate,
+            "cap": cap // SCALE,
+        }
+    return {
+        "id": village_id,
+        "name": name,
+        "x": x,
+        "y": y,
+        "stocks": stocks,
+        "buildings": {},
+        "build_queue": [],
+        "troops": {},
+        "reinforcements": [],
+        "troops_away": [],
+        "training_queue": [],
+        "marches_out": [],
+        "marches_in": [],
+    }
+
+
+async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
+    """The snapshot of ``player_id`` without ``server_time_ms``."""
+    rows = (await conn.execute(SNAPSHOT_STATEMENT, {"player_id": player_id})).all()
+    if not rows or rows[0][0] != HEAD:  # the player was deleted while a session outlived them
+        raise unauthorized("this player no longer exists")
+    head = rows[0]
+    villages: dict[int, dict[str, Any]] = {}
+    for row in rows[1:]:
+        part = row[0]
+        i, s, j = row[1 : 1 + _INTS], row[1 + _INTS : 1 + _INTS + _STRS], row[-_JSONS:]
+        if part == VILLAGE:
+            villages[i[0]] = _village(i, s[0])
+        elif part == BUILDING:
+            villages[i[0]]["buildings"][s[0]] = i[2]
+        elif part == BUILD_ORDER:
+            villages[i[2]]["build_queue"].append(
+                {
+                    "id": i[1],
+                    "kind": s[0],
+                    "target_level": i[3],
+                    "started_ms": i[4],
+                    "done_ms": i[0],
+                }
+            )
+        elif part == TRAINING:
+            villages[i[2]]["training_queue"].append(
+                {"id": i[1], "unit": s[0], "count": i[3], "started_ms": i[4], "done_ms": i[0]}
+            )
+        elif part == TROOPS:
+            _add_troops(villages, i[0], i[1], s[0], i[2])
+        elif part == MARCH:
+            _add_march(villages, i, s, j)
+    return {
+        "player_id": player_id,
+        "name": head[1 + _INTS],
+        "unread_reports": int(head[1]),
+        "villages": list(villages.values()),
+    }
+
+
+def _add_troops(
+    villages: dict[int, dict[str, Any]], village_id: int, home_id: int, unit: str, count: int
+) -> None:
+    if village_id == home_id:
+        villages[village_id]["troops"][unit] = count
+        return
+    if village_id in villages:
+        villages[village_id]["reinforcements"].append(
+            {"village_id": home_id, "unit": unit, "count": count}
+        )
+    if home_id in villages:
+        villages[home_id]["troops_away"].append(
+            {"village_id": village_id, "unit": unit, "count": count}
+        )
+
+
+def _add_march(
+    villages: dict[int, dict[str, Any]], i: Sequence[Any], s: Sequence[Any], j: Sequence[Any]
+) -> None:
+    arrive_ms, march_id, origin_id, target_id, depart_ms, ox, oy, tx, ty = i[:9]
+    kind, origin_name, target_name = s
+    troops, loot = j
+    # A march's origin is its troops' home, on the way back too: a return march is
+    # coming home to its origin, and the village it leaves does not see it.
+    mine = origin_id in villages
+    march = {
+        "id": march_id,
+        "kind": kind,
+        "origin": {"id": origin_id, "x": ox, "y": oy, "name": origin_name},
+        "target": {"id": target_id, "x": tx, "y": ty, "name": target_name},
+        "depart_ms": depart_ms,
+        "arrive_ms": arrive_ms,
+        "troops": dict(troops) if mine else None,
+        "loot": dict(loot or {}) if mine else None,
+    }
+    if kind == "return":
+        if mine:
+            villages[origin_id]["marches_in"].append(march)
+        return
+    if mine:
+        villages[origin_id]["marches_out"].append(march)
+    if target_id in villages:
+        villages[target_id]["marches_in"].append(march)
