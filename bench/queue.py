@@ -308,6 +308,7 @@ async def run_task_server(
     timeout_s: float,
     ready: asyncio.Event | None = None,
     partial_ok: bool = False,
+    on_done: Callable[[], object] | None = None,
 ) -> float:
     """Run a TaskServer until the recorder saw every event; return the wall seconds.
 
@@ -341,6 +342,8 @@ async def run_task_server(
         waiter.cancel()
         if task in finished:
             task.result()
+        if on_done is not None:
+            on_done()
         if recorder.handled < recorder.expected and not partial_ok:
             raise FatalError(
                 f"the task server ran {recorder.handled:,} of {recorder.expected:,} events "
@@ -849,6 +852,59 @@ async def make_marches(
         await queue.index(written)
 
 
+def cpu_by_pid(pids: Sequence[int]) -> dict[int, float]:
+    """CPU seconds each live process of ``pids`` and its reaped children have used so far
+    (user + system; a PostgreSQL backend that exits is added to the postmaster's)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited
+        out[pid] = sum(int(f) for f in fields[11:15]) / tick
+    return out
+
+
+def backend_pids(database: str) -> list[int]:
+    """The local PostgreSQL backends serving ``database`` (none if it runs elsewhere)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                title = (proc / "cmdline").read_bytes().decode(errors="replace").split()
+                if title[:1] == ["postgres:"] and database in title:
+                    pids.append(int(proc.name))
+    return pids
+
+
+class CpuMeter:
+    """CPU used by the task server(s) and by the bench database's PostgreSQL backends during
+    a phase: a rate measured on a shared machine says little; CPU per event says what it
+    costs. Read ``per_event_us`` while the task servers still hold their connections."""
+
+    def __init__(self, task_pids: Sequence[int], database: str) -> None:
+        self.task_pids, self.database = list(task_pids), database
+        self.before = cpu_by_pid(self.task_pids), cpu_by_pid(backend_pids(database))
+
+    def per_event_us(self, events: int) -> dict[str, float]:
+        out = {}
+        for name, before, pids in (
+            ("task_server", self.before[0], self.task_pids),
+            ("postgres", self.before[1], backend_pids(self.database)),
+        ):
+            after = cpu_by_pid(pids)
+            used = sum(t - before.get(pid, 0.0) for pid, t in after.items())
+            out[name] = used / max(events, 1) * 1e6
+        return out
+
+
+def database_name(settings: Any) -> str:
+    from sqlalchemy.engine import make_url
+
+    return str(make_url(settings.database_url).database)
+
+
 class TaskProcesses:
     """``n`` real task-server processes (``gameserver --no-tick``) sharing the partitions by
     their leases, as a deployment runs them; events are counted in ``processed_events``."""
@@ -938,8 +994,9 @@ async def _counts(engine: Any) -> dict[str, int]:
 
 async def _game_in_process(
     settings: Any, engine: Any, queue: Any, first: int, villages: int, events: int, batch: int
-) -> tuple[float, float, float, Recorder]:
-    """Both phases on a task server in this process: (floor/s, game/s, game wall s, recorder)."""
+) -> tuple[float, float, float, Recorder, dict[str, float]]:
+    """Both phases on a task server in this process: (floor/s, game/s, game wall s, recorder,
+    CPU µs per march arrival)."""
     from tqdm import tqdm
 
     from bench import report
@@ -963,20 +1020,27 @@ async def _game_in_process(
     await make_marches(engine, queue, first, villages, events)
     await queue.aclose()
     game = Recorder(events)
+    cpu = CpuMeter([os.getpid()], database_name(settings))
+    cpu_us: dict[str, float] = {}
+
+    def measure_cpu() -> None:  # before the task server closes its connections
+        cpu_us.update(cpu.per_event_us(events))
+
     with tqdm(total=events, desc="march arrivals", unit="ev", unit_scale=True) as bar:
         game.progress = bar
         game_wall = await run_task_server(
             settings, timed_registry(settings, game, MARCH), game, burst=True, batch=batch,
-            timeout_s=max(600.0, events / 20),
+            timeout_s=max(600.0, events / 20), on_done=measure_cpu,
         )  # fmt: skip
     floor_rate = Rates(events, floor.window_s()).per_s
-    return floor_rate, Rates(events, game.window_s()).per_s, game_wall, game
+    game_rate = Rates(events, game.window_s()).per_s
+    return floor_rate, game_rate, game_wall, game, cpu_us
 
 
 async def _game_in_processes(
     settings: Any, engine: Any, queue: Any, first: int, villages: int, events: int,
     processes: int, batch: int,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float, dict[str, float]]:  # fmt: skip
     """Both phases on ``processes`` real task servers: (floor seconds, game seconds), each
     from the moment all its events became due until the last was processed."""
     from bench import report
@@ -999,10 +1063,12 @@ async def _game_in_processes(
         await queue.aclose()
         await _wait_until(due, "attacks")
         report.console.print(f"{processes} task servers run {events:,} march arrivals ...")
+        cpu = CpuMeter([p.pid for p in servers.procs], database_name(settings))
         game_s = await servers.drain(engine, MARCH, events, due, max(600.0, events / 20))
+        cpu_us = cpu.per_event_us(events)
     finally:
         await servers.stop()
-    return floor_s, game_s
+    return floor_s, game_s, cpu_us
 
 
 async def game_bench(
@@ -1052,7 +1118,7 @@ async def game_bench(
         queue = EventQueue(redis, prefix=prefix, partitions=partitions, clock=SYSTEM_CLOCK)
 
         if processes > 1:
-            floor_s, game_s = await _game_in_processes(
+            floor_s, game_s, cpu_us = await _game_in_processes(
                 settings, engine, queue, world.first_village_id, villages, events, processes,
                 batch,
             )  # fmt: skip
@@ -1060,7 +1126,7 @@ async def game_bench(
             game_wall: float = game_s
             game = None
         else:
-            floor_rate, game_rate, game_wall, game = await _game_in_process(
+            floor_rate, game_rate, game_wall, game, cpu_us = await _game_in_process(
                 settings, engine, queue, world.first_village_id, villages, events, batch
             )
         counts = await _counts(engine)
@@ -1083,6 +1149,9 @@ async def game_bench(
         "game_events_per_s": game_rate,
         "durable_noop_per_s": floor_rate,
         "ratio_to_durable_noop": game_rate / max(floor_rate, 1e-9),
+        "cpu_us_per_event": cpu_us,
+        # what the CPU per event allows when the machine's cores do nothing else
+        "cpu_bound_events_per_s": (os.cpu_count() or 1) * 1e6 / max(sum(cpu_us.values()), 1e-9),
         "game_drain_wall_s": game_wall,
         "counts": counts,
         "failed_handler_calls": game.failed_calls if game else None,
@@ -1110,6 +1179,12 @@ async def game_bench(
         f"march arrivals are {summary['ratio_to_durable_noop']:.2f}× the durable no-op rate; "
         f"processed {counts['processed_marches']:,} marches, {counts['reports']:,} reports, "
         f"{counts['return_marches']:,} return marches scheduled",
+        highlight=False,
+    )
+    report.console.print(
+        f"CPU per march arrival: {cpu_us['task_server']:.0f} µs in the task server(s), "
+        f"{cpu_us['postgres']:.0f} µs in PostgreSQL: at most "
+        f"{summary['cpu_bound_events_per_s']:,.0f}/s on {os.cpu_count()} otherwise idle cores",
         highlight=False,
     )
     if game is not None and game.failed_calls:

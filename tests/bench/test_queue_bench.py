@@ -55,14 +55,16 @@ def test_queue_bench_produces_sane_figures(tmp_path: Path) -> None:
     assert _keys_left(prefix) == []  # the bench cleaned its prefix
 
 
-@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
-def test_queue_bench_game_handlers_run_real_marches(db: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("db", "processes"), [("sqlite", 1), ("postgresql", 1), ("postgresql", 2)])
+def test_queue_bench_game_handlers_run_real_marches(
+    db: str, processes: int, tmp_path: Path
+) -> None:
     prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", "150",
          "--villages", "100", "--partitions", "4", "--db", db, "--db-name", prefix,
          "--prefix", prefix, "--pg-admin-url", TEST_PG_ADMIN_URL, "--redis-url",
-         TEST_REDIS_URL, "--out", str(tmp_path)],
+         TEST_REDIS_URL, "--out", str(tmp_path), "--processes", str(processes)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -72,6 +74,9 @@ def test_queue_bench_game_handlers_run_real_marches(db: str, tmp_path: Path) -> 
     assert counts["reports"] == 300  # a battle report for each side
     assert 0 < counts["return_marches"] <= 150  # survivors walk home with their loot
     assert figures["game_events_per_s"] > 0 and figures["durable_noop_per_s"] > 0
+    assert figures["processes"] == processes
+    cpu = figures["cpu_us_per_event"]
+    assert cpu["task_server"] > 0 and (cpu["postgres"] > 0) == (db == "postgresql")
     assert figures["machine"]["database"]
     assert _keys_left(prefix) == []
 
