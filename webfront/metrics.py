@@ -17,45 +17,60 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from bisect import bisect_left
+from collections.abc import Iterator
+from itertools import accumulate
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.utils import floatToGoString
 
 _BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_LE = [*(floatToGoString(b) for b in _BUCKETS_S), "+Inf"]
 
 
 class Metrics:
+    """Plain counters on the request path (a dict increment and a bisect: no locks, no label
+    lookups), turned into Prometheus families only when ``/metrics`` is scraped."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._requests = Counter(
-            "webfront_requests",
-            "HTTP requests answered, by route template and status",
-            ["method", "route", "status"],
-            registry=self.registry,
-        )
-        self._latency = Histogram(
-            "webfront_request_duration_seconds",
-            "time to answer a request, by route template",
-            ["method", "route"],
-            buckets=_BUCKETS_S,
-            registry=self.registry,
-        )
-        # label lookups cost more than the increments: keep the children
-        self._counters: dict[tuple[str, str, int], Counter] = {}
-        self._histograms: dict[tuple[str, str], Histogram] = {}
+        self._requests: dict[tuple[str, str, int], int] = {}
+        # (method, route) -> [count per bucket (the last one is +Inf), sum of seconds]
+        self._latency: dict[tuple[str, str], list[list[int] | float]] = {}
+        self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        counter = self._counters.get((method, route, status))
-        if counter is None:
-            counter = self._counters[method, route, status] = self._requests.labels(
-                method, route, str(status)
+        key = (method, route, status)
+        self._requests[key] = self._requests.get(key, 0) + 1
+        latency = self._latency.get((method, route))
+        if latency is None:
+            latency = self._latency[method, route] = [[0] * len(_LE), 0.0]
+        latency[0][bisect_left(_BUCKETS_S, seconds)] += 1  # type: ignore[index]
+        latency[1] += seconds  # type: ignore[operator]
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "webfront_requests",
+            "HTTP requests answered, by route template and status",
+            labels=["method", "route", "status"],
+        )
+        for (method, route, status), count in self._requests.items():
+            requests.add_metric([method, route, str(status)], count)
+        yield requests
+        latency = HistogramMetricFamily(
+            "webfront_request_duration_seconds",
+            "time to answer a request, by route template",
+            labels=["method", "route"],
+        )
+        for (method, route), (counts, total) in self._latency.items():
+            cumulative = accumulate(counts)  # type: ignore[arg-type]
+            latency.add_metric(
+                [method, route], list(zip(_LE, cumulative, strict=True)), sum_value=total
             )
-        counter.inc()
-        histogram = self._histograms.get((method, route))
-        if histogram is None:
-            histogram = self._histograms[method, route] = self._latency.labels(method, route)
-        histogram.observe(seconds)
+        yield latency
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
