@@ -87,8 +87,9 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         clock=clock,
         ids=ids,
     )
+    snapshot_engine = snapshot.read_engine(settings, config.snapshot_builds)
     app[snapshot.SNAPSHOTS] = snapshot.SnapshotService(
-        engine,
+        snapshot_engine,
         redis,  # type: ignore[arg-type]
         fast,
         local,
@@ -104,6 +105,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     pool.shutdown(wait=True)
     await fast.close()
     await redis.aclose()
+    await snapshot_engine.dispose()
     await engine.dispose()
 
 

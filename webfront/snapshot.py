@@ -27,14 +27,18 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from pydantic import Field
 from redis.asyncio import Redis
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import Clock
+from common.settings import Settings
 from common.snapshot_versions import read_version
+from db.engine import create_engine
 from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
@@ -140,7 +144,7 @@ class SnapshotOut(Out):
 
 @dataclass(frozen=True)
 class SnapshotService:
-    engine: AsyncEngine
+    engine: AsyncEngine  # the snapshot reads' own engine: see read_engine()
     redis: Redis
     fast: FastRedis
     local: LocalCache
@@ -155,8 +159,6 @@ class SnapshotService:
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
     # at most max_builds database reads at once: a burst of misses queues here, not in the pool
     build_slots: asyncio.Semaphore = field(init=False)
-    # builds read in autocommit: the one statement needs no BEGIN and no ROLLBACK round trip
-    read_engine: AsyncEngine = field(init=False)
     # body writes to Redis in flight (the polls that waited for a build do not wait for them)
     writes: set[asyncio.Task[None]] = field(default_factory=set)
     # key prefixes, computed once: the hot path only concatenates
@@ -166,8 +168,6 @@ class SnapshotService:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "build_slots", asyncio.Semaphore(self.max_builds))
-        autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
-        object.__setattr__(self, "read_engine", autocommit)
         object.__setattr__(self, "session_prefix", keys.session(self.prefix, ""))
         object.__setattr__(self, "version_prefix", keys.version_prefix(self.prefix))
         object.__setattr__(self, "snapshot_prefix", keys.snapshot_prefix(self.prefix))
@@ -189,8 +189,8 @@ class SnapshotService:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.building[key] = future
         try:
-            async with self.build_slots, self.read_engine.connect() as conn:
-                data = await build_snapshot(conn, player_id)
+            async with self.build_slots:
+                data = await self._read(player_id)
             body = encode(data, packed)
             self.local.put_body(player_id, version, packed, body)
             future.set_result(body)
@@ -204,6 +204,18 @@ class SnapshotService:
             raise
         finally:
             del self.building[key]
+
+    async def _read(self, player_id: int) -> dict[str, Any]:
+        """One statement on a pooled connection; a connection the database dropped while it
+        sat in the pool (no pre-ping here: it would cost a round trip) is replaced once."""
+        for attempt in (1, 2):
+            try:
+                async with self.engine.connect() as conn:
+                    return await build_snapshot(conn, player_id)
+            except DBAPIError as exc:
+                if attempt == 2 or not exc.connection_invalidated:
+                    raise
+        raise AssertionError("unreachable")
 
     async def drain(self) -> None:
         """Wait for the body writes still in flight (at shutdown)."""
@@ -219,6 +231,20 @@ class SnapshotService:
 
 
 SNAPSHOTS = web.AppKey("snapshots", SnapshotService)
+
+
+def read_engine(settings: Settings, builds: int) -> AsyncEngine:
+    """The engine of snapshot builds: ``builds`` connections in autocommit, no pre-ping and
+    no reset on return. A build is one SELECT: it needs no transaction, and each of those
+    would be a round trip, each waiting for a loaded event loop (milliseconds)."""
+    return create_engine(
+        settings,
+        isolation_level="AUTOCOMMIT",
+        pool_size=builds,
+        max_overflow=0,
+        pool_pre_ping=False,
+        pool_reset_on_return=None,
+    )
 
 
 def held_version(if_none_match: str | None) -> str:

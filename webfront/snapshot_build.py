@@ -8,11 +8,13 @@ columns. One statement is one round trip, and one consistent view of the
 data: separate statements would each wait for the event loop in turn (a loaded
 web process runs a full iteration, milliseconds, between two of them) and could
 each see a different commit. It is built once, with the player id as a bound
-parameter, so its compiled form is cached too.
+parameter, so its compiled form is cached too. On SQLite it runs in one hop to
+aiosqlite's thread (``_sqlite_rows``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +35,7 @@ from sqlalchemy import (
     select,
     union_all,
 )
+from sqlalchemy.engine import Compiled, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
@@ -206,7 +209,10 @@ def _village(i: Sequence[Any], name: str) -> dict[str, Any]:
 
 async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
     """The snapshot of ``player_id`` without ``server_time_ms``."""
-    rows = (await conn.execute(SNAPSHOT_STATEMENT, {"player_id": player_id})).all()
+    if conn.dialect.name == "sqlite":
+        rows = await _sqlite_rows(conn, player_id)
+    else:
+        rows = (await conn.execute(SNAPSHOT_STATEMENT, {"player_id": player_id})).all()
     if not rows or rows[0][0] != HEAD:  # the player was deleted while a session outlived them
         raise unauthorized("this player no longer exists")
     head = rows[0]
@@ -242,6 +248,29 @@ async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any
         "unread_reports": int(head[1]),
         "villages": list(villages.values()),
     }
+
+
+_SQLITE_SQL: dict[Dialect, Compiled] = {}
+
+
+async def _sqlite_rows(conn: AsyncConnection, player_id: int) -> Sequence[Sequence[Any]]:
+    """The statement's rows in ONE hop to aiosqlite's thread and back.
+
+    aiosqlite runs every DBAPI call in its thread; SQLAlchemy makes four per statement
+    (cursor, execute, fetch, close), and each hop back waits for a loaded event loop.
+    ``execute_fetchall`` is one. Only the JSON columns need decoding.
+    """
+    compiled = _SQLITE_SQL.get(conn.dialect)
+    if compiled is None:
+        compiled = _SQLITE_SQL[conn.dialect] = SNAPSHOT_STATEMENT.compile(dialect=conn.dialect)
+    values = compiled.construct_params({"player_id": player_id})
+    params = tuple(values[name] for name in compiled.positiontup or ())
+    raw = await conn.get_raw_connection()
+    rows = await raw.driver_connection.execute_fetchall(str(compiled), params)  # type: ignore[union-attr]
+    loads = getattr(conn.dialect, "_json_deserializer", None) or json.loads
+    return [
+        (*row[:-_JSONS], *(None if v is None else loads(v) for v in row[-_JSONS:])) for row in rows
+    ]
 
 
 def _add_troops(

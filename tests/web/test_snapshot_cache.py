@@ -161,3 +161,26 @@ async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
     assert [r.status for r in answers] == [500] * 5 and calls == 1
     monkeypatch.setattr(snapshot, "build_snapshot", real)
     assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
+
+
+async def test_a_connection_dropped_in_the_pool_is_replaced_once(
+    client: TestClient, register: RegisterFn, engine: AsyncEngine, redis: Redis,
+    web_settings: Settings, clock: ManualClock,
+) -> None:  # fmt: skip
+    if not web_settings.database_url.startswith("postgresql"):
+        pytest.skip("needs a server that can drop a connection")
+    from sqlalchemy import text
+
+    alice = await register("Alice")
+    assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
+    async with engine.connect() as conn:  # a restart, as the pooled connections see it
+        await conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
+    await clock.advance(1)
+    await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+    for _ in range(3):
+        assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
