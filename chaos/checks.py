@@ -7,7 +7,7 @@ Sources of truth, none of them the code under test's own bookkeeping alone:
 - the *ledger*: every command the population sent and the answer it got;
 - the database at the end (after everything due ran): events, orders, marches,
   troops, stocks, reports, and ``idempotent_responses`` (the command's own
-  record of its time, ``created_ms`` = the ``now`` the command spent at).
+  record of its time; a build or training answer says when it spent: ``spent_ms``).
 
 Each check lists what it verifies (``Check.what``); a violation is one sentence.
 """
@@ -269,9 +269,8 @@ def parse_world(ledger: Ledger, final: Final, speed: float, check: Check) -> Wor
     for cmd in ledger.commands:
         if not cmd.ok or cmd.answer is None:
             continue
-        stored = final.idempotent.get((cmd.player_id, cmd.key))
-        spent_ms = stored[2] if stored else cmd.sent_ms
         a = cmd.answer
+        spent_ms = int(a["spent_ms"]) if "spent_ms" in a else cmd.sent_ms
         if cmd.path == "build":
             world.builds.append((cmd, spent_ms))
         elif cmd.path == "train":

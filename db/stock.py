@@ -79,9 +79,9 @@ MAX_HELD_VILLAGES = 5_000
 HORIZON_MAX_LAG_MS = 6 * 3_600_000
 
 
-async def settle_horizon(conn: AsyncConnection, now_ms: int) -> int:
-    """How far the tick may materialize stocks: ``now_ms``, or the due time of the earliest
-    pending event if that is earlier.
+async def settle_horizon(db: AsyncSession | AsyncConnection, now_ms: int) -> int:
+    """How far the tick (or a command) may settle stocks: ``now_ms``, or the due time of the
+    earliest pending event if that is earlier.
 
     A running event's follow-ups (the news of a battle reaching the attacker's home, a
     return with loot) may change production in other villages at times between its due
@@ -90,7 +90,7 @@ async def settle_horizon(conn: AsyncConnection, now_ms: int) -> int:
     pending due time keeps every such change exact, however late the queue runs.
     """
     earliest = (
-        await conn.execute(
+        await db.execute(
             select(func.min(ScheduledEvent.due_ms)).where(
                 ScheduledEvent.due_ms >= now_ms - HORIZON_MAX_LAG_MS
             )
@@ -167,11 +167,13 @@ async def settle(
 
 async def spend(
     db: AsyncSession | AsyncConnection, village_id: int, cost: Mapping[str, int], now_ms: int
-) -> bool:
+) -> int | None:
     """Settle and subtract ``cost`` (fixed-point) if the settled stock covers it, atomically.
 
-    The condition and the write are one statement, so concurrent spenders can
-    never both spend the same resources: the loser gets False and nothing changes.
+    Returns the time the stock was settled at (``now_ms``, or later if the row already
+    was), or None when it does not cover the cost. The condition and the write are one
+    statement, so concurrent spenders can never both spend the same resources: the
+    loser gets None and nothing changes.
     """
     dialect = _dialect(db)
     values = settled_values(now_ms, dialect)
@@ -181,9 +183,11 @@ async def spend(
         update(VillageStock)
         .where(_T.village_id == village_id, and_(*conditions))
         .values(**new_values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
+        .returning(_T.updated_ms)
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    settled = result.scalar()
+    return None if settled is None else int(settled)
 
 
 async def deposit(

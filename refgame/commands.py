@@ -63,17 +63,24 @@ async def require_settled(tx: CommandTx, village_id: int) -> None:
         raise EventsPending("this village has events finishing right now; retry in a moment")
 
 
-async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> None:
+async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
+    """Spend ``cost``; returns the time the stock was settled at.
+
+    That is *now*, unless an event elsewhere is overdue: its follow-ups (news of a
+    battle, a return with loot) may land in this village at any time from its due time
+    on, so the stock is settled no later than that (``db.stock.settle_horizon``).
+    """
     await require_settled(tx, village_id)
-    if not await stock.spend(
-        tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, tx.now_ms
-    ):
+    at = await stock.settle_horizon(tx.session, tx.now_ms)
+    spent = await stock.spend(tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at)
+    if spent is None:
         have = stock.RESOURCES
         raise InsufficientResources(
             "not enough resources; wait for production or lower the quantity",
             cost=cost,
             resources=list(have),
         )
+    return spent
 
 
 async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> dict[str, Any]:
@@ -91,7 +98,7 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
         .all()
     )
     plan = plan_build(kind, buildings, queued, tx.now_ms, tx.world_speed)
-    await _pay(tx, village_id, plan.cost.as_dict())
+    spent_ms = await _pay(tx, village_id, plan.cost.as_dict())
     order_id = (
         await tx.session.execute(
             insert(BuildOrder)
@@ -112,6 +119,7 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
         "kind": plan.kind,
         "target_level": plan.target_level,
         "cost": plan.cost.as_dict(),
+        "spent_ms": spent_ms,
         "started_ms": plan.start_ms,
         "done_ms": plan.done_ms,
     }
@@ -132,7 +140,7 @@ async def train(
         .all()
     )
     plan = plan_training(unit, count, barracks, list(queued), tx.now_ms, tx.world_speed)
-    await _pay(tx, village_id, plan.cost.as_dict())
+    spent_ms = await _pay(tx, village_id, plan.cost.as_dict())
     order_id = (
         await tx.session.execute(
             insert(TrainingOrder)
@@ -153,6 +161,7 @@ async def train(
         "unit": plan.unit,
         "count": plan.count,
         "cost": plan.cost.as_dict(),
+        "spent_ms": spent_ms,
         "started_ms": plan.start_ms,
         "done_ms": plan.done_ms,
     }
@@ -267,6 +276,10 @@ class OrderOut(Out):
     unit: str | None = None
     count: int | None = None
     cost: dict[str, int]
+    spent_ms: int = Field(
+        description="when the resources were taken: now, or the due time of an overdue "
+        "event if one is running late"
+    )
     started_ms: int
     done_ms: int
 

@@ -93,8 +93,8 @@ async def test_spend_uses_the_interpolated_stock_and_refuses_overdraft(engine) -
     hour = 3_600_000
     async with engine.begin() as conn:
         # after one hour village 1 has 38 wood: 38 is affordable, 39 is not
-        assert not await stock.spend(conn, 1, {"wood": 39 * SCALE}, T0 + hour)
-        assert await stock.spend(conn, 1, {"wood": 38 * SCALE}, T0 + hour)
+        assert await stock.spend(conn, 1, {"wood": 39 * SCALE}, T0 + hour) is None
+        assert await stock.spend(conn, 1, {"wood": 38 * SCALE}, T0 + hour) == T0 + hour
     got = await _stocks(engine)
     assert got[1][0] == 0
     assert got[1][1] == 102 * SCALE  # clay settled at the spend time
@@ -124,7 +124,7 @@ async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
 
     async def one_spend() -> bool:
         async with sem, engine.begin() as conn:
-            return await stock.spend(conn, 1, {"wood": 10 * SCALE}, T0)
+            return await stock.spend(conn, 1, {"wood": 10 * SCALE}, T0) is not None
 
     results = await asyncio.gather(*(one_spend() for _ in range(50)))
     assert sum(results) == 10

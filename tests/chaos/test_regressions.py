@@ -67,29 +67,15 @@ async def _count(items: list[tuple[int, int]], n: int) -> bool:
     return len(items) >= n
 
 
-@pytest.mark.parametrize(
-    "settled_by",
-    [
-        "tick",
-        pytest.param(
-            "command",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="open: a command settles its village at now; only the village's own "
-                "overdue events make it refuse (events_pending), not another village's "
-                "running event whose follow-up will land in it at an earlier time",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("settled_by", ["tick", "command"])
 async def test_news_committed_after_its_due_time_still_changes_production_at_that_time(
     postgres_url: str, settled_by: str
 ) -> None:
     """Found by the chaos run: a follow-up (news of losses, a return with loot) that
     commits after its due time was applied when it ran, not at its due time, when its
     village had been settled meanwhile: nothing held the village for an event that did
-    not exist yet (a task server paused mid-batch). The tick now settles no village past
-    the earliest pending event (``db.stock.settle_horizon``)."""
+    not exist yet (a task server paused mid-batch). The tick and commands now settle no
+    village past the earliest pending event (``db.stock.settle_horizon``)."""
     settings = load_settings(database_url=postgres_url, redis_url=TEST_REDIS_URL)
     engine = create_engine(settings)
     sessions = session_factory(engine)
