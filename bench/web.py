@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -420,13 +420,15 @@ def bench_web_config() -> Any:
     )
 
 
-async def _serve(app: Any, port: int) -> None:
+async def _serve(app: Any, port: int, tune: Callable[[], None] | None = None) -> None:
     from aiohttp import web
 
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, reuse_port=True)
     await site.start()
+    if tune is not None:  # as `webfront` runs (GC settings)
+        tune()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -441,19 +443,22 @@ async def serve_hello(port: int) -> None:
     async def hello(_request: web.Request) -> web.Response:
         return web.Response(text="hello")
 
+    from webfront.main import tune_process
+
     app = web.Application()
     app.router.add_get("/hello", hello)
-    await _serve(app, port)
+    await _serve(app, port, tune_process)  # tuned as the game server: the same runtime
 
 
 async def serve_game(port: int) -> None:
     from common.entrypoint import setup_logging
     from common.settings import load_settings
     from webfront.app import create_app
+    from webfront.main import tune_process
 
     settings = load_settings()
     setup_logging(settings.log_level)
-    await _serve(create_app(settings, config=bench_web_config()), port)
+    await _serve(create_app(settings, config=bench_web_config()), port, tune_process)
 
 
 # ---- players

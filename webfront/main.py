@@ -68,10 +68,7 @@ async def serve(
             raise FatalError(f"WEB_PORT: {host}:{port} is already in use") from None
         raise FatalError(f"WEB_HOST/WEB_PORT: cannot listen on {host}:{port}: {exc}") from None
     log.info("web server listening on http://%s:%d", host, port)
-    # What start-up loaded lives on: keep it out of full collections, and collect the
-    # young generation less often, so a request rarely waits behind a GC pause.
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    tune_process()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -79,6 +76,14 @@ async def serve(
     await stop.wait()
     log.info("shutting down")
     await runner.cleanup()
+
+
+def tune_process() -> None:
+    """Runtime settings of a serving web process (once started; the bench's server too)."""
+    # What start-up loaded lives on: keep it out of full collections, and collect the
+    # young generation less often, so a request rarely waits behind a GC pause.
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def _worker(host: str, port: int) -> None:
