@@ -23,6 +23,7 @@ from gameserver.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.queue.worker import is_unavailable
 from refgame.commands import build, send_march
 from refgame.handlers import HANDLERS
+from refgame.state import change_rates
 from refgame.world import village_template
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import START_MS, Workers, eventually
@@ -67,7 +68,24 @@ async def _count(items: list[tuple[int, int]], n: int) -> bool:
     return len(items) >= n
 
 
-@pytest.mark.parametrize("settled_by", ["tick", "command"])
+@pytest.mark.parametrize(
+    "settled_by",
+    [
+        "tick",
+        "command",
+        pytest.param(
+            "own_event",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="open: an event of the home village due after the news (a building "
+                "finishing) runs in its own partition while the battle is held up, and "
+                "settles the village past the news' due time; keeping causality across "
+                "partitions needs a lookahead barrier (no event runs more than the shortest "
+                "follow-up delay ahead of the earliest pending one)",
+            ),
+        ),
+    ],
+)
 async def test_news_committed_after_its_due_time_still_changes_production_at_that_time(
     postgres_url: str, settled_by: str
 ) -> None:
@@ -120,7 +138,10 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
             if settled_by == "tick":
                 async with engine.connect() as conn:
                     await tick_shard(conn, 0, later)
-            else:
+            elif settled_by == "own_event":  # what build_done of a woodcutter does at `later`
+                async with sessions() as session, session.begin():
+                    tx = DriverTx(session, later, 1.0, ids)
+                    await change_rates(session, home, later, tx, {"wood": 1})
                 async with sessions() as session, session.begin():
                     tx = DriverTx(session, later, 1.0, ids)
                     order = await build(tx, home_player, home, "cropland")
