@@ -56,6 +56,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         keys.session(settings.redis_prefix, ""),
         keys.version_prefix(settings.redis_prefix),
         max_entries=config.local_cache_entries,
+        max_bodies=config.local_cache_bodies,
         max_age_ms=config.local_cache_max_age_ms,
     )
     fast = FastRedis(settings.redis_url, tracker=local if config.local_cache else None)

@@ -37,7 +37,8 @@ class WebConfig:
     # Sessions, versions and bodies remembered in process, invalidated by Redis's client-side
     # caching pushes (webfront.localcache); max_age bounds an entry's life even without a push.
     local_cache: bool = True
-    local_cache_entries: int = 50_000  # per table (sessions, versions, bodies); oldest go first
+    local_cache_entries: int = 50_000  # sessions, and versions, remembered; oldest go first
+    local_cache_bodies: int = 5_000  # bodies remembered (a few KB each); oldest go first
     local_cache_max_age_ms: int = 60_000
     negative_session_ttl_ms: int = 60_000  # an unknown token is remembered this long
     reports_max_per_page: int = 100

@@ -35,11 +35,17 @@ from webfront.sessions import REVOKED
 
 class LocalCache:
     def __init__(
-        self, session_prefix: str, version_prefix: str, max_entries: int, max_age_ms: int
+        self,
+        session_prefix: str,
+        version_prefix: str,
+        max_entries: int,
+        max_age_ms: int,
+        max_bodies: int | None = None,
     ) -> None:
         self.session_prefix = session_prefix.encode()
         self.version_prefix = version_prefix.encode()
-        self.max_entries = max_entries
+        self.max_entries = max_entries  # sessions, and versions
+        self.max_bodies = max_entries if max_bodies is None else max_bodies
         self.max_age_ms = max_age_ms
         self.active = False  # True while the tracking connection is up
         # token hash -> (player id, session expiry ms, read at ms)
@@ -107,12 +113,12 @@ class LocalCache:
 
     def put_body(self, player_id: int, version: str, packed: bool, body: bytes) -> None:
         """Bodies are immutable per version: any body may be remembered, tracking or not."""
-        self._put(self.bodies, (player_id, packed), (version, body))
+        self._put(self.bodies, (player_id, packed), (version, body), self.max_bodies)
 
-    def _put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+    def _put(self, table: dict[Any, Any], key: Any, value: Any, limit: int | None = None) -> None:
         table.pop(key, None)  # re-inserted last: eviction takes the oldest first
         table[key] = value
-        if len(table) > self.max_entries:
+        if len(table) > (self.max_entries if limit is None else limit):
             del table[next(iter(table))]
 
     # ---- invalidation

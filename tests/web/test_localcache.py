@@ -234,12 +234,13 @@ def test_pushes_forget_their_keys_and_a_flush_forgets_all() -> None:
 
 
 def test_tables_are_bounded_oldest_first() -> None:
-    cache = make_cache(max_entries=3)
+    cache = LocalCache("p:sess:", "p:snapver:", max_entries=3, max_age_ms=1_000, max_bodies=2)
+    cache.tracking_started()
     for i in range(5):
         cache.fill_session(f"d{i}", b"%d:5000" % i, now_ms=0)
         cache.put_body(i, "1", False, b"{}")
     assert list(cache.sessions) == ["d2", "d3", "d4"]
-    assert len(cache.bodies) == 3 and cache.body(0, "1", False) is None
+    assert list(cache.bodies) == [(3, False), (4, False)] and cache.body(2, "1", False) is None
 
 
 async def test_a_reply_read_before_a_change_is_forgotten_by_the_change() -> None:
