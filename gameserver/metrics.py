@@ -33,6 +33,12 @@ class QueueMetrics:
             part,
             registry=r,
         )
+        self.held_back = Counter(
+            "gameserver_queue_held_back",
+            "Events put back because they ran ahead of the lookahead barrier",
+            ["partition"],
+            registry=registry,
+        )
         self.depth = Gauge(
             "gameserver_queue_depth", "Events waiting (any due time)", part, registry=r
         )

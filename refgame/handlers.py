@@ -48,7 +48,7 @@ from refgame.economy import (
     village_caps,
     visible_stock,
 )
-from refgame.travel import march_duration_ms, return_march
+from refgame.travel import march_duration_ms, return_march, shortest_follow_up_ms
 from refgame.units import total_upkeep
 
 BUILD_DONE = "build_done"
@@ -384,6 +384,8 @@ def register(registry: HandlerRegistry, settings: Settings | None = None) -> Non
     """Register the reference game's event handlers on a task server."""
     world_speed = settings.world_speed if settings else 1.0
     ids = IdGenerator()
+    # the news of a battle reaches a neighbour's village no sooner than this
+    registry.set_lookahead(shortest_follow_up_ms(world_speed))
     for kind, apply in HANDLERS.items():
         if kind == MARCH:  # set-based: a few statements per call
             registry.register(kind, _march_handler(world_speed, ids), max_batch=MAX_MARCH_BATCH)

@@ -28,7 +28,7 @@ from typing import Literal
 
 from refgame.errors import InvalidMarch, NotRecallable, PrerequisiteMissing
 from refgame.resources import MS_PER_HOUR, ceil_div, exact, speed
-from refgame.units import slowest_speed, validate_troops
+from refgame.units import UNITS, slowest_speed, validate_troops
 
 Coord = tuple[int, int]
 MarchKind = Literal["attack", "raid", "reinforce", "return"]
@@ -82,6 +82,12 @@ def _ms_per_field(fields_per_hour: int, world_speed: float) -> tuple[int, int]:
         raise ValueError(f"a speed is >= 1 field per hour, got {fields_per_hour}")
     k = Fraction(MS_PER_HOUR) / (fields_per_hour * speed(world_speed))
     return k.numerator**2, k.denominator
+
+
+def shortest_follow_up_ms(world_speed: float) -> int:
+    """The shortest time from an event to a follow-up it schedules in another village:
+    the fastest unit crossing one field (villages stand on distinct whole coordinates)."""
+    return travel_ms(1, max(spec.speed for spec in UNITS.values()), world_speed)
 
 
 def march_duration_ms(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.clock import SYSTEM_CLOCK, Clock
@@ -110,6 +110,27 @@ async def reschedule_durable(session: AsyncSession, event_id: int, due_ms: int) 
         update(ScheduledEvent).where(ScheduledEvent.id == event_id).values(due_ms=due_ms)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+# A pending event overdue by more than this is stuck (dead-lettered, or its batch lost
+# with a process for longer than any lease): the lookahead barrier stops waiting for it.
+HOLD_MAX_LAG_MS = 60_000
+
+
+async def earliest_pending_due(session: AsyncSession, now_ms: int) -> int | None:
+    """The due time of the earliest pending durable event not yet stuck (None: none).
+
+    Rows of events running in other transactions are still visible until those commit,
+    so this is a lower bound of every due time a follow-up can still be given.
+    """
+    earliest = (
+        await session.execute(
+            select(func.min(ScheduledEvent.due_ms)).where(
+                ScheduledEvent.due_ms >= now_ms - HOLD_MAX_LAG_MS
+            )
+        )
+    ).scalar()
+    return None if earliest is None else int(earliest)
 
 
 def row_to_event(row: ScheduledEvent) -> Event:

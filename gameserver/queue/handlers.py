@@ -94,6 +94,22 @@ class HandlerRegistry:
 
     def __init__(self) -> None:
         self._by_kind: dict[str, Registration] = {}
+        self.lookahead_ms: int | None = None
+
+    def set_lookahead(self, ms: int) -> None:
+        """Keep causality across partitions: no durable event runs more than ``ms`` after
+        the earliest pending one (its village's changes are held back instead).
+
+        ``ms`` is the shortest delay between an event and a follow-up it schedules in
+        another village (e.g. the fastest news of a battle reaching a neighbour). A
+        follow-up is then never due before an event that already ran in its village, so
+        a change is never applied after a later one, however late a partition runs
+        (a killed or paused task server). Events overdue by more than
+        ``durable.HOLD_MAX_LAG_MS`` are taken as stuck and do not hold the others.
+        """
+        if ms < 1:
+            raise ValueError("a lookahead is >= 1 ms")
+        self.lookahead_ms = ms
 
     def register(
         self,

@@ -38,10 +38,15 @@ class _Outcome:
 
     failures: list[tuple[Event, str, RetryPolicy]] = field(default_factory=list)
     deferred: list[tuple[Event, int]] = field(default_factory=list)
+    held: list[Event] = field(default_factory=list)  # ahead of the lookahead barrier
     follow_durable: list[Event] = field(default_factory=list)
     follow_memory: list[NewEvent] = field(default_factory=list)
     players: set[int] = field(default_factory=set)
     redelivered: int = 0
+
+
+# Events held back by the lookahead barrier are claimed again this much later.
+HOLD_RETRY_MS = 100
 
 
 class DatabaseUnavailable(Exception):
@@ -107,12 +112,14 @@ class PartitionWorker:
         self.drained = asyncio.Event()  # burst mode: nothing due is left
         self._stopping = False
         self._held: set[bytes] = set()  # tokens of our in-flight batches, renewed periodically
+        self._held_back_until = 0  # events held back by the barrier are due again then
         label = str(partition)
         self._claimed = self.metrics.claimed.labels(label)
         self._acked = self.metrics.acked.labels(label)
         self._retried = self.metrics.retried.labels(label)
         self._dead = self.metrics.dead.labels(label)
         self._redelivered = self.metrics.redelivered.labels(label)
+        self._held_back = self.metrics.held_back.labels(label)
         self._latency: dict[str, Any] = {}
 
     def stop(self) -> None:
@@ -175,6 +182,7 @@ class PartitionWorker:
                     self.burst
                     and claim.next_deadline_ms is None
                     and (claim.next_due_ms is None or claim.next_due_ms > now)
+                    and now >= self._held_back_until
                 ):
                     self.drained.set()
                     return
@@ -264,7 +272,9 @@ class PartitionWorker:
                 continue
             await self._run_group(reg, group, out)
         await self._finish(claim, out, n)
-        return bool(out.failures or out.deferred or out.follow_durable or out.follow_memory)
+        return bool(
+            out.failures or out.deferred or out.held or out.follow_durable or out.follow_memory
+        )
 
     async def _run_group(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         if reg.max_batch is not None and len(group) > reg.max_batch:
@@ -327,6 +337,13 @@ class PartitionWorker:
             raise RuntimeError("durable events need a database; this worker has none")
         now = self.queue.clock.now_ms()
         async with self.sessions() as session, session.begin():
+            lookahead = self.registry.lookahead_ms
+            if lookahead is not None:
+                earliest = await durable.earliest_pending_due(session, now)
+                if earliest is not None:
+                    limit = earliest + lookahead
+                    out.held.extend(e for e in group if e.due_ms > limit)
+                    group = [e for e in group if e.due_ms <= limit]
             run, deferred = await durable.take_events(session, group, now)
             ctx = HandlerContext(self.queue, self.partition, now, session)
             follow: list[Event] = []
@@ -359,9 +376,13 @@ class PartitionWorker:
                 self._dead.inc(dead)
         if out.deferred:
             await q.defer(p, token, out.deferred)
+        if out.held:
+            self._held_back_until = q.clock.now_ms() + HOLD_RETRY_MS
+            await q.hold(p, token, out.held, self._held_back_until)
+            self._held_back.inc(len(out.held))
         if out.redelivered:
             self._redelivered.inc(out.redelivered)
-        self._acked.inc(n - failed - len(out.deferred))
+        self._acked.inc(n - failed - len(out.deferred) - len(out.held))
         if out.follow_durable:
             await q.index(out.follow_durable)
         if out.follow_memory:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -12,7 +13,7 @@ from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, ManualClock
-from common.embedded_redis import EmbeddedRedis, port_open
+from common.embedded_redis import EmbeddedRedis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver.config import TaskServerConfig
@@ -32,13 +33,24 @@ pytestmark = pytest.mark.slow
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _cluster_ports() -> list[int]:
-    """Three ports whose cluster-bus ports (port + 10000) are free too."""
+    """Three ports whose cluster-bus ports (port + 10000) are free too, all below Linux's
+    ephemeral range (32768+), where an outgoing connection can hold a port nobody listens
+    on (the server then exits at start with "address already in use")."""
     ports: list[int] = []
-    candidate = 21000 + (time.time_ns() // 1000) % 20000
+    candidate = 21000 + (time.time_ns() // 1000) % 1500
     while len(ports) < 3:
         candidate += 1
-        if not port_open("127.0.0.1", candidate) and not port_open("127.0.0.1", candidate + 10000):
+        if _bindable(candidate) and _bindable(candidate + 10000):
             ports.append(candidate)
     return ports
 

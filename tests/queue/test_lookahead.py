@@ -1,0 +1,89 @@
+"""The lookahead barrier: with ``registry.set_lookahead(L)`` no durable event runs more than
+L ms after the earliest pending one, so a late partition's follow-ups are never due before
+what already ran elsewhere; held events keep their due time (game time)."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from common.clock import ManualClock
+from db.models import ScheduledEvent
+from gameserver.queue import Event, EventQueue, NewEvent
+from gameserver.queue.durable import HOLD_MAX_LAG_MS, add_durable_events
+from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from tests.queue.conftest import START_MS, Workers, eventually, settle
+
+KIND = "arrive"
+
+
+async def test_an_event_waits_for_an_earlier_one_beyond_the_lookahead(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    seen: list[tuple[int, int]] = []  # (event id, due_ms the handler saw)
+
+    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+        seen.extend((e.id, e.due_ms) for e in events)
+
+    registry = HandlerRegistry()
+    registry.register(KIND, record)
+    registry.set_lookahead(1_000)
+    async with sessions() as session, session.begin():
+        # partition 1 has no worker: its event stays pending, like a paused task server's
+        stuck, near, far = await add_durable_events(
+            session,
+            [NewEvent(KIND, 1, START_MS), NewEvent(KIND, 0, START_MS + 900),
+             NewEvent(KIND, 0, START_MS + 5_000)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    await queue.index([stuck, near, far])
+    workers.start(queue, registry, 0, sessions=sessions)
+    await clock.advance(6_000)
+    await eventually(lambda: _ran(seen, 1))
+    for _ in range(5):  # claimed again every HOLD_RETRY_MS, held back each time
+        await clock.advance(100)
+        await settle()
+    assert seen == [(near.id, START_MS + 900)]  # within the lookahead of the pending one
+
+    async with sessions() as session, session.begin():  # the earlier event has run
+        await session.execute(delete(ScheduledEvent).where(ScheduledEvent.id == stuck.id))
+    await clock.advance(100)
+    await eventually(lambda: _ran(seen, 2))
+    assert seen[1] == (far.id, START_MS + 5_000)  # its game time did not move
+
+
+async def test_a_stuck_event_holds_nothing_back(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    """An event overdue by more than HOLD_MAX_LAG_MS (dead-lettered, say) stops holding."""
+    seen: list[int] = []
+
+    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+        seen.extend(e.id for e in events)
+
+    registry = HandlerRegistry()
+    registry.register(KIND, record)
+    registry.set_lookahead(1_000)
+    await clock.advance(HOLD_MAX_LAG_MS + 10_000)
+    now = clock.now_ms()
+    async with sessions() as session, session.begin():
+        _, later = await add_durable_events(
+            session,
+            [NewEvent(KIND, 1, START_MS), NewEvent(KIND, 0, now - 1)],
+            clock=clock, ids=queue.ids, max_ahead_ms=HOLD_MAX_LAG_MS * 2,
+        )  # fmt: skip
+    await queue.index([later])
+    workers.start(queue, registry, 0, sessions=sessions)
+    await clock.advance(1)
+    await eventually(lambda: _ran(seen, 1))
+    assert seen == [later.id]
+
+
+async def _ran(seen: list, n: int) -> bool:  # type: ignore[type-arg]
+    return len(seen) >= n
