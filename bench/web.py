@@ -760,13 +760,13 @@ async def web_bench(
         from common.redis_conn import check_redis
 
         check_bench_prefix(prefix)
-        client = Redis.from_url(redis_url)
+        owned = Redis.from_url(redis_url)  # not `client`: that names the load generator
         try:
-            await check_redis(client, redis_url)
+            await check_redis(owned, redis_url)
         except BaseException:
-            await client.aclose()
+            await owned.aclose()
             raise
-        redis = client
+        redis = owned
     bare: Servers | None = None
     game: Servers | None = None
     database = None

@@ -37,7 +37,7 @@ from redis.exceptions import NoScriptError, ResponseError
 _CONNECT_TIMEOUT_S = 5.0
 log = logging.getLogger("webfront")
 
-OnReply = Callable[[Any], None]
+OnReply = Callable[[Any], object]  # its result is ignored
 
 
 class Tracker(Protocol):

@@ -20,6 +20,7 @@ import ipaddress
 from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import accumulate
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -39,7 +40,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._requests: dict[tuple[str, str, int], int] = {}
         # (method, route) -> [count per bucket (the last one is +Inf), sum of seconds]
-        self._latency: dict[tuple[str, str], list[list[int] | float]] = {}
+        self._latency: dict[tuple[str, str], list[Any]] = {}
         self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -48,8 +49,8 @@ class Metrics:
         latency = self._latency.get((method, route))
         if latency is None:
             latency = self._latency[method, route] = [[0] * len(_LE), 0.0]
-        latency[0][bisect_left(_BUCKETS_S, seconds)] += 1  # type: ignore[index]
-        latency[1] += seconds  # type: ignore[operator]
+        latency[0][bisect_left(_BUCKETS_S, seconds)] += 1
+        latency[1] += seconds
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -66,7 +67,7 @@ class Metrics:
             labels=["method", "route"],
         )
         for (method, route), (counts, total) in self._latency.items():
-            cumulative = accumulate(counts)  # type: ignore[arg-type]
+            cumulative = accumulate(counts)
             latency.add_metric(
                 [method, route], list(zip(_LE, cumulative, strict=True)), sum_value=total
             )

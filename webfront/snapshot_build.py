@@ -35,9 +35,10 @@ from sqlalchemy import (
     select,
     union_all,
 )
-from sqlalchemy.engine import Compiled, Dialect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from common.amounts import SCALE
 from db.models import (
@@ -250,7 +251,7 @@ async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any
     }
 
 
-_SQLITE_SQL: dict[Dialect, Compiled] = {}
+_SQLITE_SQL: dict[Dialect, SQLCompiler] = {}
 
 
 async def _sqlite_rows(conn: AsyncConnection, player_id: int) -> Sequence[Sequence[Any]]:
@@ -262,8 +263,10 @@ async def _sqlite_rows(conn: AsyncConnection, player_id: int) -> Sequence[Sequen
     """
     compiled = _SQLITE_SQL.get(conn.dialect)
     if compiled is None:
-        compiled = _SQLITE_SQL[conn.dialect] = SNAPSHOT_STATEMENT.compile(dialect=conn.dialect)
-    values = compiled.construct_params({"player_id": player_id})
+        compiled = SNAPSHOT_STATEMENT.compile(dialect=conn.dialect)
+        assert isinstance(compiled, SQLCompiler)
+        _SQLITE_SQL[conn.dialect] = compiled
+    values = compiled.construct_params({"player_id": player_id}) or {}
     params = tuple(values[name] for name in compiled.positiontup or ())
     raw = await conn.get_raw_connection()
     rows = await raw.driver_connection.execute_fetchall(str(compiled), params)  # type: ignore[union-attr]
