@@ -453,13 +453,11 @@ class EventQueue:
         ]
         return await self._move(partition, token, entries)
 
-    async def hold(
-        self, partition: int, token: bytes, events: Sequence[Event], until_ms: int
-    ) -> int:
-        """Put events of batch ``token`` back to *due* to be claimed again at ``until_ms``,
-        keeping their due time (game time) and attempts: not a failure, not a reschedule."""
+    async def hold(self, partition: int, token: bytes, events: Sequence[Event]) -> int:
+        """Put events of batch ``token`` back to *due* as they were (due time, place in the
+        run order, attempts): not a failure, not a reschedule."""
         entries: list[list[Any]] = [
-            [codec.member(e.priority, e.id), until_ms, codec.encode_event(e), b""] for e in events
+            [codec.member(e.priority, e.id), e.due_ms, codec.encode_event(e), b""] for e in events
         ]
         return await self._move(partition, token, entries)
 

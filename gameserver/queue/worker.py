@@ -45,7 +45,7 @@ class _Outcome:
     redelivered: int = 0
 
 
-# Events held back by the lookahead barrier are claimed again this much later.
+# A partition whose events wait at the lookahead barrier claims again this much later.
 HOLD_RETRY_MS = 100
 
 
@@ -112,7 +112,7 @@ class PartitionWorker:
         self.drained = asyncio.Event()  # burst mode: nothing due is left
         self._stopping = False
         self._held: set[bytes] = set()  # tokens of our in-flight batches, renewed periodically
-        self._held_back_until = 0  # events held back by the barrier are due again then
+        self._holding = False  # the last batch held events back at the lookahead barrier
         label = str(partition)
         self._claimed = self.metrics.claimed.labels(label)
         self._acked = self.metrics.acked.labels(label)
@@ -174,6 +174,14 @@ class PartitionWorker:
                 if claim:
                     stale = await self._run_batch(claim)
                     unacked.append(claim.token)
+                if self._holding:
+                    # events wait at the barrier, in their order: run nothing after them (a
+                    # prefetched batch goes back too) until the earliest pending event is done
+                    self._holding = False
+                    await self._wind_down(line, unacked)
+                    unacked = []
+                    await q.clock.sleep_until(q.clock.now_ms() + HOLD_RETRY_MS, self.wake)
+                    continue
                 if line.pending or full or stale or not was_fresh or (self.burst and n):
                     continue  # more to claim now (or a claim to repeat before sleeping)
                 # caught up: sleep until the next due time or lease deadline
@@ -182,7 +190,6 @@ class PartitionWorker:
                     self.burst
                     and claim.next_deadline_ms is None
                     and (claim.next_due_ms is None or claim.next_due_ms > now)
-                    and now >= self._held_back_until
                 ):
                     self.drained.set()
                     return
@@ -257,13 +264,17 @@ class PartitionWorker:
             self._dead.inc(await q.bury(p, claim.token, claim.bad))
         out = _Outcome()
         n = len(events)
+        ahead = await self._ahead_of_barrier(events)
+        if ahead:  # a suffix: the batch is in run order
+            out.held = events[len(events) - ahead :]
+            events = events[: len(events) - ahead]
         i = 0
-        while i < n:
+        while i < len(events):
             kind = events[i].kind
             j = i + 1
-            while j < n and events[j].kind == kind:
+            while j < len(events) and events[j].kind == kind:
                 j += 1
-            group = events if (i == 0 and j == n) else events[i:j]
+            group = events if (i == 0 and j == len(events)) else events[i:j]
             i = j
             reg = self.registry.get(kind)
             if reg is None:
@@ -275,6 +286,19 @@ class PartitionWorker:
         return bool(
             out.failures or out.deferred or out.held or out.follow_durable or out.follow_memory
         )
+
+    async def _ahead_of_barrier(self, events: list[Event]) -> int:
+        """How many of the batch's last events are due more than the registry's lookahead
+        after the earliest pending durable event (0 without a lookahead)."""
+        lookahead = self.registry.lookahead_ms
+        if lookahead is None or self.sessions is None or not events:
+            return 0
+        async with self.sessions() as session:
+            earliest = await durable.earliest_pending_due(session, self.queue.clock.now_ms())
+        if earliest is None:
+            return 0
+        limit = earliest + lookahead
+        return sum(1 for e in events if e.due_ms > limit)
 
     async def _run_group(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         if reg.max_batch is not None and len(group) > reg.max_batch:
@@ -337,13 +361,6 @@ class PartitionWorker:
             raise RuntimeError("durable events need a database; this worker has none")
         now = self.queue.clock.now_ms()
         async with self.sessions() as session, session.begin():
-            lookahead = self.registry.lookahead_ms
-            if lookahead is not None:
-                earliest = await durable.earliest_pending_due(session, now)
-                if earliest is not None:
-                    limit = earliest + lookahead
-                    out.held.extend(e for e in group if e.due_ms > limit)
-                    group = [e for e in group if e.due_ms <= limit]
             run, deferred = await durable.take_events(session, group, now)
             ctx = HandlerContext(self.queue, self.partition, now, session)
             follow: list[Event] = []
@@ -377,9 +394,9 @@ class PartitionWorker:
         if out.deferred:
             await q.defer(p, token, out.deferred)
         if out.held:
-            self._held_back_until = q.clock.now_ms() + HOLD_RETRY_MS
-            await q.hold(p, token, out.held, self._held_back_until)
+            await q.hold(p, token, out.held)
             self._held_back.inc(len(out.held))
+            self._holding = True
         if out.redelivered:
             self._redelivered.inc(out.redelivered)
         self._acked.inc(n - failed - len(out.deferred) - len(out.held))
