@@ -158,7 +158,8 @@ def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> list[in
 @click.option("--client-threads", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option(
     "--full-cycle/--no-full-cycle", default=True, show_default=True,
-    help="run full-snapshot phases for one snapshot-cache TTL (16 s) at least",
+    help="during each full-snapshot phase, bump every player's snapshot version once at a "
+    "random moment (bodies are rebuilt as a game would make them)",
 )  # fmt: skip
 @click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
 def web(

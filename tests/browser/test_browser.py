@@ -50,7 +50,7 @@ CHROMIUM_ARGS = [
 ]
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "browser"
-WORLD_SPEED = 200  # a woodcutter upgrade takes ~3 s, a march of 3 fields 9 s
+WORLD_SPEED = 200  # a woodcutter upgrade takes ~3 s, a march of 5.7 fields 17 s
 MAP_RADIUS = 10
 WAIT_MS = 60_000  # the bound of every wait for the page
 PASSWORD = "browser test password"
@@ -168,21 +168,20 @@ def player_id(stack: Stack, name: str) -> int:
     return int(row[0])
 
 
-def place_next_to(
-    stack: Stack, village_id: int, near_player: int, distance: int
-) -> tuple[int, int]:
-    """Move ``village_id`` to a free spot ``distance`` fields from ``near_player``'s village."""
+def place_next_to(stack: Stack, village_id: int, near_player: int, offset: int) -> tuple[int, int]:
+    """Move ``village_id`` to a free spot ``offset`` fields from ``near_player``'s village
+    along both axes (a diagonal: far, yet inside the client's map window)."""
     with sqlite3.connect(stack.db_path, timeout=10) as db:
         ax, ay = db.execute(
             "SELECT x, y FROM villages WHERE player_id = ?", (near_player,)
         ).fetchone()
         taken = set(db.execute("SELECT x, y FROM villages").fetchall())
-        for dx, dy in ((distance, 0), (-distance, 0), (0, distance), (0, -distance)):
+        for dx, dy in ((offset, offset), (-offset, offset), (offset, -offset), (-offset, -offset)):
             x, y = ax + dx, ay + dy
             if abs(x) <= MAP_RADIUS and abs(y) <= MAP_RADIUS and (x, y) not in taken:
                 db.execute("UPDATE villages SET x = ?, y = ? WHERE id = ?", (x, y, village_id))
                 return x, y
-    raise AssertionError(f"no free spot {distance} fields from ({ax}|{ay})")
+    raise AssertionError(f"no free spot {offset}|{offset} fields from ({ax}|{ay})")
 
 
 def ensure_troops(stack: Stack, player_id: int, unit: str, count: int) -> None:
@@ -308,10 +307,11 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     expect(page.locator("#message.ok")).to_contain_text("Training 1")
     expect(page.locator("#training-queue li .countdown")).to_have_text(COUNTDOWN)
 
-    # prepare the fight in the database: bob three fields away, alice with legionnaires
+    # prepare the fight in the database: bob 5.7 fields away (the attack is still on its
+    # way when bob logs in, even on a slow machine), alice with legionnaires
     alice_id = player_id(stack, "alice")
     ensure_troops(stack, alice_id, "legionnaire", 10)
-    bx, by = place_next_to(stack, bob["village_id"], alice_id, 3)
+    bx, by = place_next_to(stack, bob["village_id"], alice_id, 4)
     expect(page.locator("#home-legionnaire")).to_have_text(re.compile(r"^\(\d{2,} home\)$"))
 
     # a click on bob's village in the map fills the target; attack with 5 legionnaires
@@ -341,7 +341,7 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     raid = page.locator("#marches-out li[data-kind=raid]")
     expect(raid.locator(".countdown")).to_have_text(COUNTDOWN)
     expect(home).to_have_text(f"({at_home - 2} home)")
-    page.wait_for_timeout(2000)  # on the way for 2 s (of 9), so the way back takes 2 s too
+    page.wait_for_timeout(2000)  # on the way for 2 s (of 17), so the way back takes 2 s too
     raid.get_by_role("button", name="Recall the raid march").click()
     expect(page.locator("#message.ok")).to_contain_text("turn back")
     expect(raid).to_have_count(0)
