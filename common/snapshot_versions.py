@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
-# KEYS[1] = version key, ARGV[1] = now_ms; version = max(old + 1, now_ms)
+# KEYS = version keys, ARGV[1] = now_ms; each version = max(old + 1, now_ms)
 _BUMP = """
-local v = tonumber(redis.call('GET', KEYS[1]) or '0') + 1
 local now = tonumber(ARGV[1])
-if v < now then v = now end
-redis.call('SET', KEYS[1], v)
-return v
+for _, key in ipairs(KEYS) do
+  local v = tonumber(redis.call('GET', key) or '0') + 1
+  if v < now then v = now end
+  redis.call('SET', key, v)
+end
+return #KEYS
 """
 # KEYS[1] = version key, ARGV[1] = now_ms; sets the key to now_ms if missing, returns it
 _READ = """
@@ -32,15 +35,23 @@ def version_key(prefix: str, player_id: int) -> str:
     return f"{prefix}:snapver:{player_id}"
 
 
-async def bump_versions(redis: Redis, prefix: str, player_ids: Iterable[int], now_ms: int) -> None:
-    ids = sorted(set(player_ids))
-    if not ids:
+async def bump_versions(
+    redis: Redis | RedisCluster, prefix: str, player_ids: Iterable[int], now_ms: int
+) -> None:
+    """Bump the players' versions: one script call for all of them (a batch of march
+    arrivals touches hundreds of players), one per hash slot on a cluster."""
+    keys = [version_key(prefix, p) for p in sorted(set(player_ids))]
+    if not keys:
         return
-    bump = redis.register_script(_BUMP)  # EVALSHA: a batch of events bumps hundreds of players
-    async with redis.pipeline(transaction=False) as pipe:
-        for player_id in ids:
-            await bump(keys=[version_key(prefix, player_id)], args=[now_ms], client=pipe)
-        await pipe.execute()
+    bump = redis.register_script(_BUMP)
+    if not isinstance(redis, RedisCluster):
+        await bump(keys=keys, args=[now_ms])
+        return
+    by_slot: dict[int, list[str]] = {}
+    for key in keys:
+        by_slot.setdefault(redis.keyslot(key), []).append(key)
+    for same_slot in by_slot.values():
+        await bump(keys=same_slot, args=[now_ms])
 
 
 async def read_version(redis: Redis, prefix: str, player_id: int, now_ms: int) -> int:

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import EmbeddedRedis
 from common.settings import Settings
+from common.snapshot_versions import bump_versions, read_version
 from db.engine import create_engine, session_factory
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
@@ -225,3 +226,13 @@ async def _delete(client: RedisCluster, prefix: str) -> None:
         keys = [k async for k in client.scan_iter(match=f"{prefix}:*", target_nodes=node)]
         for key in keys:
             await client.delete(key)
+
+
+async def test_snapshot_versions_bump_across_the_slots_of_a_cluster(
+    cluster_client: RedisCluster, redis_prefix: str
+) -> None:
+    players = list(range(1, 41))  # their version keys land on every master
+    await bump_versions(cluster_client, redis_prefix, players, START_MS)
+    await bump_versions(cluster_client, redis_prefix, players[:10], START_MS)
+    versions = [await read_version(cluster_client, redis_prefix, p, START_MS) for p in players]
+    assert versions == [START_MS + 1] * 10 + [START_MS] * 30
