@@ -218,10 +218,19 @@ def web_rows(r: Result) -> list[Row]:
 
 def game_row(r: Result) -> Row:
     target = r.get("targets.game_events_per_s")
+    processes = r.data.get("processes", 1)  # older files ran one in-process task server
+    servers = f", {processes} task-server processes" if processes > 1 else ""
+    cpu = r.data.get("cpu_us_per_event")
+    cost = (
+        f" ({cpu['task_server']:.0f} µs task server + {cpu['postgres']:.0f} µs PostgreSQL CPU "
+        "per arrival)"
+        if isinstance(cpu, dict)
+        else ""
+    )
     return (
         f"game: march arrivals with battle, {DB_TITLES.get(r.get('db'), r.get('db'))}, "
-        f"{r.get('events'):,} events / {r.get('villages'):,} villages",
-        f"{_rate(r.get('game_events_per_s'))} events/s",
+        f"{r.get('events'):,} events / {r.get('villages'):,} villages{servers}",
+        f"{_rate(r.get('game_events_per_s'))} events/s{cost}",
         f"durable no-op events {_rate(r.get('durable_noop_per_s'))}/s",
         _ratio(r.get("ratio_to_durable_noop")),
         f"≥ {_rate(target)}/s",
