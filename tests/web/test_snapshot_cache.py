@@ -163,12 +163,11 @@ async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
     assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # a server that can drop one
 async def test_a_connection_dropped_in_the_pool_is_replaced_once(
     client: TestClient, register: RegisterFn, engine: AsyncEngine, redis: Redis,
     web_settings: Settings, clock: ManualClock,
 ) -> None:  # fmt: skip
-    if not web_settings.database_url.startswith("postgresql"):
-        pytest.skip("needs a server that can drop a connection")
     from sqlalchemy import text
 
     alice = await register("Alice")
