@@ -89,14 +89,22 @@ async def settle_horizon(db: AsyncSession | AsyncConnection, now_ms: int) -> int
     due no earlier than the event that makes it, so settling no village past the earliest
     pending due time keeps every such change exact, however late the queue runs.
     """
+    earliest = await earliest_pending_due(db, since_ms=now_ms - HORIZON_MAX_LAG_MS)
+    return now_ms if earliest is None else min(now_ms, earliest)
+
+
+async def earliest_pending_due(db: AsyncSession | AsyncConnection, since_ms: int) -> int | None:
+    """The due time of the earliest pending event due at ``since_ms`` or later (None: none).
+
+    Rows of events running in other transactions stay visible until those commit, so
+    this is a lower bound of every due time a follow-up can still be given.
+    """
     earliest = (
         await db.execute(
-            select(func.min(ScheduledEvent.due_ms)).where(
-                ScheduledEvent.due_ms >= now_ms - HORIZON_MAX_LAG_MS
-            )
+            select(func.min(ScheduledEvent.due_ms)).where(ScheduledEvent.due_ms >= since_ms)
         )
     ).scalar()
-    return now_ms if earliest is None else min(now_ms, int(earliest))
+    return None if earliest is None else int(earliest)
 
 
 async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
+from db import stock
 from db.models import ProcessedEvent, ScheduledEvent
 from gameserver.queue import codec
 from gameserver.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
@@ -118,19 +119,8 @@ HOLD_MAX_LAG_MS = 60_000
 
 
 async def earliest_pending_due(session: AsyncSession, now_ms: int) -> int | None:
-    """The due time of the earliest pending durable event not yet stuck (None: none).
-
-    Rows of events running in other transactions are still visible until those commit,
-    so this is a lower bound of every due time a follow-up can still be given.
-    """
-    earliest = (
-        await session.execute(
-            select(func.min(ScheduledEvent.due_ms)).where(
-                ScheduledEvent.due_ms >= now_ms - HOLD_MAX_LAG_MS
-            )
-        )
-    ).scalar()
-    return None if earliest is None else int(earliest)
+    """The due time of the earliest pending durable event not yet stuck (None: none)."""
+    return await stock.earliest_pending_due(session, since_ms=now_ms - HOLD_MAX_LAG_MS)
 
 
 def row_to_event(row: ScheduledEvent) -> Event:
