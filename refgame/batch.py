@@ -14,7 +14,7 @@ so a concurrent command (a spend, troops leaving) waits for the batch instead
 of being overwritten. On SQLite the batch's transaction already holds the
 database's write lock (it began by deleting its event rows).
 
-The arithmetic is ``db.stock``'s, in Python: settle with ``accrue`` at a time
+The arithmetic is ``db.stock``'s, in Python: settle with ``economy.stock_at`` at a time
 (never backwards), then spend, deposit or change rates.
 """
 
@@ -24,9 +24,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from common.amounts import accrue
 from db.stock import RESOURCES
-from refgame import state
+from refgame import economy, state
 from refgame.batch_io import BatchIO, TroopKey
 from refgame.economy import starvation_time_ms
 
@@ -69,9 +68,7 @@ class BatchState:
     # ---- stocks: db.stock's rules on the in-memory row ------------------------------------
 
     def stock_at(self, village_id: int, at_ms: int) -> dict[str, int]:
-        row = self.stocks[village_id]
-        dt = at_ms - row["updated_ms"]
-        return {r: accrue(row[r], row[f"{r}_rate"], dt, _cap(row, r)) for r in RESOURCES}
+        return economy.stock_at(self.stocks[village_id], at_ms)
 
     def _settle(
         self, village_id: int, at_ms: int, settled: dict[str, int] | None = None
