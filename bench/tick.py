@@ -49,11 +49,17 @@ class TickFigures:
 
 
 async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
-    """Insert ``villages`` hot rows, each shard's rows together (the world generator's layout)."""
+    """Insert ``villages`` hot rows, each shard's rows together (the world generator's layout).
+
+    Stocks start between 100 and 500 of 800 units, as in a world that has been running:
+    rows of all-zero stocks would grow every record on the first rotation, which SQLite
+    cannot rewrite in place, and the figure would measure that once-only cost.
+    """
     cap = 800 * SCALE
+    stock = f"(100 + g % 400) * {SCALE}"
     select_rows = (
-        f"SELECT g, g % {shards}, {START_MS}, 0, 0, 0, 0, 30 + g % 7, 30, 30, 10 - g % 25, "
-        f"{cap}, {cap} FROM series ORDER BY g % {shards}, g"
+        f"SELECT g, g % {shards}, {START_MS}, {stock}, {stock}, {stock}, {stock}, "
+        f"30 + g % 7, 30, 30, 10 - g % 25, {cap}, {cap} FROM series ORDER BY g % {shards}, g"
     )
     async with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
