@@ -25,7 +25,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chaos.faults import Garbage
 from chaos.players import Command, Ledger
@@ -88,17 +88,25 @@ class Baseline:
     villages: dict[int, tuple[int, int, int | None]]  # id -> (x, y, player_id)
 
 
+async def _read_stock_and_buildings(
+    conn: AsyncConnection,
+) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+    """Every village's stock row, and its building levels by kind."""
+    stock = {
+        int(r.village_id): dict(r._mapping)
+        for r in await conn.execute(select(VillageStock.__table__))
+    }
+    buildings: dict[int, dict[str, int]] = defaultdict(dict)
+    for vid, kind, level in await conn.execute(
+        select(Building.village_id, Building.kind, Building.level)
+    ):
+        buildings[int(vid)][kind] = int(level)
+    return stock, dict(buildings)
+
+
 async def read_baseline(engine: AsyncEngine, taken_ms: int) -> Baseline:
     async with engine.connect() as conn:
-        stock = {
-            int(r.village_id): dict(r._mapping)
-            for r in await conn.execute(select(VillageStock.__table__))
-        }
-        buildings: dict[int, dict[str, int]] = defaultdict(dict)
-        for vid, kind, level in await conn.execute(
-            select(Building.village_id, Building.kind, Building.level)
-        ):
-            buildings[int(vid)][kind] = int(level)
+        stock, buildings = await _read_stock_and_buildings(conn)
         troops: dict[int, Counter[str]] = defaultdict(Counter)
         for home, unit, count in await conn.execute(
             select(Troop.home_village_id, Troop.unit, Troop.count)
@@ -108,7 +116,7 @@ async def read_baseline(engine: AsyncEngine, taken_ms: int) -> Baseline:
             int(v.id): (int(v.x), int(v.y), v.player_id)
             for v in await conn.execute(select(Village.id, Village.x, Village.y, Village.player_id))
         }
-    return Baseline(taken_ms, stock, dict(buildings), dict(troops), villages)
+    return Baseline(taken_ms, stock, buildings, dict(troops), villages)
 
 
 @dataclass
@@ -130,15 +138,7 @@ class Final:
 
 async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
     async with engine.connect() as conn:
-        stock = {
-            int(r.village_id): dict(r._mapping)
-            for r in await conn.execute(select(VillageStock.__table__))
-        }
-        buildings: dict[int, dict[str, int]] = defaultdict(dict)
-        for vid, kind, level in await conn.execute(
-            select(Building.village_id, Building.kind, Building.level)
-        ):
-            buildings[int(vid)][kind] = int(level)
+        stock, buildings = await _read_stock_and_buildings(conn)
         troops = [
             (int(a), int(b), str(c), int(d))
             for a, b, c, d in await conn.execute(
@@ -205,7 +205,7 @@ async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
             )
         }
     return Final(
-        now_ms, stock, dict(buildings), troops, marches, build_orders, training_orders,
+        now_ms, stock, buildings, troops, marches, build_orders, training_orders,
         scheduled, processed, reports, idempotent,
     )  # fmt: skip
 

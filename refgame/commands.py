@@ -83,6 +83,28 @@ async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
     return spent
 
 
+async def _place_order(
+    tx: CommandTx,
+    player_id: int,
+    village_id: int,
+    cost: dict[str, int],
+    order: type[BuildOrder] | type[TrainingOrder],
+    done_event: str,
+    **columns: Any,
+) -> tuple[int, int]:
+    """Pay ``cost``, insert the queue order row and schedule its completion event at
+    ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
+    spent_ms = await _pay(tx, village_id, cost)
+    order_id = (
+        await tx.session.execute(
+            insert(order).values(village_id=village_id, **columns).returning(order.id)
+        )
+    ).scalar_one()
+    tx.schedule(done_event, village_id, columns["done_ms"], {"order_id": order_id})
+    tx.touch_players([player_id])
+    return order_id, spent_ms
+
+
 async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> dict[str, Any]:
     await own_village(tx, player_id, village_id)
     buildings = await state.buildings_of(tx.session, village_id)
@@ -98,22 +120,11 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
         .all()
     )
     plan = plan_build(kind, buildings, queued, tx.now_ms, tx.world_speed)
-    spent_ms = await _pay(tx, village_id, plan.cost.as_dict())
-    order_id = (
-        await tx.session.execute(
-            insert(BuildOrder)
-            .values(
-                village_id=village_id,
-                kind=plan.kind,
-                target_level=plan.target_level,
-                started_ms=plan.start_ms,
-                done_ms=plan.done_ms,
-            )
-            .returning(BuildOrder.id)
-        )
-    ).scalar_one()
-    tx.schedule(BUILD_DONE, village_id, plan.done_ms, {"order_id": order_id})
-    tx.touch_players([player_id])
+    order_id, spent_ms = await _place_order(
+        tx, player_id, village_id, plan.cost.as_dict(), BuildOrder, BUILD_DONE,
+        kind=plan.kind, target_level=plan.target_level,
+        started_ms=plan.start_ms, done_ms=plan.done_ms,
+    )  # fmt: skip
     return {
         "order_id": order_id,
         "kind": plan.kind,
@@ -140,22 +151,10 @@ async def train(
         .all()
     )
     plan = plan_training(unit, count, barracks, list(queued), tx.now_ms, tx.world_speed)
-    spent_ms = await _pay(tx, village_id, plan.cost.as_dict())
-    order_id = (
-        await tx.session.execute(
-            insert(TrainingOrder)
-            .values(
-                village_id=village_id,
-                unit=plan.unit,
-                count=plan.count,
-                started_ms=plan.start_ms,
-                done_ms=plan.done_ms,
-            )
-            .returning(TrainingOrder.id)
-        )
-    ).scalar_one()
-    tx.schedule(TRAIN_DONE, village_id, plan.done_ms, {"order_id": order_id})
-    tx.touch_players([player_id])
+    order_id, spent_ms = await _place_order(
+        tx, player_id, village_id, plan.cost.as_dict(), TrainingOrder, TRAIN_DONE,
+        unit=plan.unit, count=plan.count, started_ms=plan.start_ms, done_ms=plan.done_ms,
+    )  # fmt: skip
     return {
         "order_id": order_id,
         "unit": plan.unit,
