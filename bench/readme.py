@@ -279,7 +279,9 @@ def machine_line(results: dict[str, Result]) -> str:
     rs = list(results.values())
     cpus = _distinct(r.machine("cpu_count") for r in rs) or "?"
     arch = _distinct(r.machine("machine") for r in rs)
-    parts = [f"{cpus} CPUs" + (f" ({arch})" if arch else "")]
+    model = _distinct(r.machine("cpu_model") for r in rs)
+    details = ", ".join(d for d in (model, arch) if d)
+    parts = [f"{cpus} CPUs" + (f" ({details})" if details else "")]
     parts.append(f"Python {_distinct(r.machine('python') for r in rs) or 'not recorded'}")
     parts.append(f"Redis {_distinct(r.machine('redis') for r in rs) or 'not recorded'}")
     # only the game run asks its database server for a version

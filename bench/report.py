@@ -30,6 +30,20 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": rank(0.50), "p90": rank(0.90), "p99": rank(0.99), "max": ordered[-1]}
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux): hosts with the same core count differ several-fold in
+    speed, so a published figure names the CPU it ran on."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def machine_info(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     versions: dict[str, str | None] = {}
     for package in ("aiohttp", "redis", "hiredis", "sqlalchemy", "asyncpg", "aiosqlite", "msgpack"):
@@ -39,6 +53,7 @@ def machine_info(extra: dict[str, Any] | None = None) -> dict[str, Any]:
             versions[package] = None
     return {
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "machine": platform.machine(),
         "system": platform.platform(),
         "python": sys.version.split()[0],

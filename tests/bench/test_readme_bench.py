@@ -12,7 +12,9 @@ from click.testing import CliRunner, Result
 from bench.cli import cli
 from bench.readme import END, PUBLISHED_DIR, README, START, load_published, render, update_readme
 
-MACHINE = {"cpu_count": 2, "machine": "x86_64", "python": "3.11.7", "packages": {}}
+MACHINE = {
+    "cpu_count": 2, "cpu_model": "AMD EPYC", "machine": "x86_64", "python": "3.11.7", "packages": {}
+}  # fmt: skip
 QUEUE_TARGETS = {
     "dispatch_per_s": 100_000, "dispatch_ratio": 0.4, "schedule_ratio": 0.7,
     "lateness_p99_ms": 20.0, "lateness_max_ms": 100.0, "game_events_per_s": 3_000,
@@ -159,9 +161,9 @@ def test_rows_carry_figures_ceilings_ratios_targets_and_verdicts(tmp_path: Path)
     ]
     assert len(rows) == 8
     assert (
-        "Machine: 2 CPUs (x86_64), Python 3.11.7, Redis 7.0.15, PostgreSQL 15.20. Load average "
-        "at start: queue 0.42; tick PostgreSQL not recorded; tick SQLite not recorded; web 1.5; "
-        "game 0.9. Finished on 2026-01-10 to 2026-01-11."
+        "Machine: 2 CPUs (AMD EPYC, x86_64), Python 3.11.7, Redis 7.0.15, PostgreSQL 15.20. "
+        "Load average at start: queue 0.42; tick PostgreSQL not recorded; "
+        "tick SQLite not recorded; web 1.5; game 0.9. Finished on 2026-01-10 to 2026-01-11."
     ) in block
     assert "left out" not in block
 

@@ -1,0 +1,72 @@
+"""The guard around every handler: CSRF check, error shape and metrics.
+
+CSRF: session cookies are ``SameSite=Strict`` (a browser never sends them
+with a request started by another site), and every POST must carry
+``Content-Type: application/json``, which an HTML form on another site cannot
+send and a cross-site ``fetch`` can only send after a CORS preflight that this
+server never approves (it sends no CORS headers). Either defence alone stops a
+forged request.
+
+Each route's handler is wrapped once, when it is mounted (``webfront.routing``),
+instead of running an aiohttp middleware: a middleware chain costs every
+request two more coroutine layers, a cache lookup of the chain and a route
+lookup for the label (about 1.5 µs of a 20 µs snapshot poll). Here the route
+label and whether the CSRF check applies are known in advance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from webfront.codec import respond
+from webfront.errors import ApiError, from_exception
+from webfront.metrics import Metrics
+
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(request: web.Request, error: ApiError) -> web.Response:
+    return respond(request, error.body(), status=error.status, headers=error.headers)
+
+
+def _require_json(request: web.Request) -> None:
+    content_type = request.headers.get("Content-Type", "")
+    if content_type.partition(";")[0].strip().lower() != "application/json":
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "send the request with Content-Type: application/json",
+        )
+
+
+def guard(handler: Handler, route: str, metrics: Metrics, *, check_csrf: bool) -> Handler:
+    """``handler`` answering every error in the API's shape, counted under ``route``.
+
+    ``check_csrf`` (routes of an unsafe method): refuse a request without a JSON content
+    type (415) before the handler runs.
+    """
+    observe = metrics.observe
+    clock = time.perf_counter
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        started = clock()
+        response: web.StreamResponse
+        try:
+            if check_csrf:
+                _require_json(request)
+            response = await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            response = error_response(request, from_exception(exc))
+        except Exception as exc:
+            response = error_response(request, from_exception(exc))
+        observe(request.method, route, response.status, clock() - started)
+        return response
+
+    return guarded
