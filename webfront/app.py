@@ -22,7 +22,6 @@ from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
-from webfront.middleware import make_middleware
 from webfront.ratelimit import RateLimiter
 from webfront.routing import Endpoint, mount
 from webfront.sessions import SessionStore
@@ -72,7 +71,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         local=local,
     )
     app[ENGINE] = engine
-    app[REDIS] = redis  # type: ignore[assignment]
+    app[REDIS] = redis  # type: ignore[misc]
     app[FAST_REDIS] = fast
     app[LOCAL_CACHE] = local
     app[HASH_POOL] = pool
@@ -147,9 +146,7 @@ def create_app(
 ) -> web.Application:
     config = config or WebConfig()
     metrics = Metrics()
-    app = web.Application(
-        client_max_size=config.max_body_bytes, middlewares=[make_middleware(metrics)]
-    )
+    app = web.Application(client_max_size=config.max_body_bytes)
     app[SETTINGS] = settings
     app[CLOCK] = clock
     app[CONFIG] = config
@@ -169,6 +166,7 @@ def create_app(
             *health.ENDPOINTS,
             *CLIENT_ENDPOINTS,
         ],
+        metrics,
     )
     openapi.document_app(app)
     return app

@@ -1,7 +1,7 @@
 """Response encoding: JSON by default, msgpack when the client's ``Accept`` asks for it.
 
 Request bodies are always JSON (``Content-Type: application/json``), which is
-also the CSRF defence: see ``webfront.middleware``.
+also the CSRF defence: see ``webfront.guard``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one error shape of the API: ``{"error": {"code": ..., "message": ...}}``.
 
-Handlers raise ``ApiError``; the middleware turns it, aiohttp's HTTP
+Handlers raise ``ApiError``; ``webfront.guard`` turns it, aiohttp's HTTP
 exceptions, validation errors and anything unexpected into that shape.
 """
 

@@ -77,11 +77,6 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def route_label(request: web.Request) -> str:
-    resource = request.match_info.route.resource
-    return "unmatched" if resource is None else resource.canonical
-
-
 def may_read_metrics(request: web.Request, token: str | None) -> bool:
     if token:
         auth = request.headers.get("Authorization", "")

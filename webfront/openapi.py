@@ -190,7 +190,8 @@ def build_document(endpoints: Sequence[Endpoint], title: str, version: str) -> d
 
 def document_app(app: web.Application) -> None:
     """Build the document once every endpoint is mounted (create_app's last step)."""
-    app[OPENAPI_DOC] = build_document(app[routing.ENDPOINTS], "Webgame API", "1")
+    endpoints: list[Endpoint] = app[routing.ENDPOINTS]
+    app[OPENAPI_DOC] = build_document(endpoints, "Webgame API", "1")
 
 
 async def openapi_json(request: web.Request) -> web.Response:

@@ -109,6 +109,21 @@ async def test_unknown_route_and_wrong_method(client: TestClient) -> None:
     assert "GET" in resp.headers["Allow"]
     resp = await client.get("/api/register")
     assert resp.status == 405
+    # a miss is a miss before anything else: no CSRF check (415) on a path nobody serves
+    resp = await client.post("/api/nothing-here", data=b"x")
+    assert resp.status == 404 and _error(await resp.json())["code"] == "not_found"
+    resp = await client.post("/", data=b"x")
+    assert resp.status == 405 and resp.headers["Allow"] == "GET"
+
+
+async def test_static_files_are_the_folder_s_files_and_nothing_else(client: TestClient) -> None:
+    resp = await client.get("/static/app.js")
+    assert resp.status == 200 and "javascript" in resp.headers["Content-Type"]
+    assert (await client.head("/static/style.css")).status == 200
+    for name in ("nothing.js", "..%2fguard.py", "%2e%2e%2fguard.py", "app.js%00"):
+        resp = await client.get(f"/static/{name}")
+        assert resp.status == 404, name
+        assert _error(await resp.json())["code"] == "not_found"
 
 
 BAD_SPENDS: list[tuple[Any, int]] = [
