@@ -169,6 +169,12 @@ def queue_rows(r: Result) -> list[Row]:
     return rows
 
 
+def _raw_rule(r: Result) -> str:
+    """How our tick compares with its own statement run alone as raw SQL (newer runs)."""
+    ratio = r.data.get("ratio_to_rule")
+    return f" (ours = {ratio:.2f} × its own statement run as raw SQL)" if ratio else ""
+
+
 def tick_row(r: Result, db: str) -> Row:
     ratio, projected = r.get("ratio_to_bare"), r.get("projected_max_villages_p99_under_1s")
     ratio_target, villages_target = TICK_TARGETS["ratio_to_bare"], TICK_TARGETS[db]
@@ -178,7 +184,7 @@ def tick_row(r: Result, db: str) -> Row:
         f"{rotations} rotation{'s' if rotations != 1 else ''}",
         f"shard p99 {_seconds(r.get('shard_seconds.p99'))}; "
         f"{projected / 1e6:.2f}M villages per rotation at p99 < 1 s (projected)",
-        f"bare UPDATE shard p99 {_seconds(r.get('bare_shard_seconds.p99'))}",
+        f"bare UPDATE shard p99 {_seconds(r.get('bare_shard_seconds.p99'))}{_raw_rule(r)}",
         _ratio(ratio),
         f"ratio ≥ {ratio_target}, ≥ {_millions(villages_target)} villages per rotation",
         _verdict([("ratio", ratio >= ratio_target), ("villages", projected >= villages_target)]),

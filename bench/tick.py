@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from bench.report import percentiles
 from common.amounts import SCALE
-from db.stock import bare_tick_statement, tick_shard
+from db.stock import bare_tick_statement, tick_shard, tick_statement
 
 START_MS = 1_700_000_000_000
 BYTES_PER_VILLAGE = {"postgresql": 700, "sqlite": 250}  # hot row + index, with free space
@@ -25,6 +25,9 @@ class TickFigures:
     rotations: int
     ours_s: list[float] = field(default_factory=list)
     bare_s: list[float] = field(default_factory=list)
+    # our shard statement alone, as literal SQL on the driver: no horizon, no held
+    # villages, no SQLAlchemy; tells the framework's cost from the rule's arithmetic
+    rule_s: list[float] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -32,6 +35,7 @@ class TickFigures:
         per_shard = self.villages / self.shards
         ours_rate = sum(self.rows) / max(sum(self.ours_s), 1e-9)
         bare_rate = sum(self.rows) / max(sum(self.bare_s), 1e-9)
+        rule_rate = sum(self.rows) / max(sum(self.rule_s), 1e-9)
         return {
             "villages": self.villages,
             "shards": self.shards,
@@ -41,6 +45,9 @@ class TickFigures:
             "villages_per_s": ours_rate,
             "bare_villages_per_s": bare_rate,
             "ratio_to_bare": ours_rate / max(bare_rate, 1e-9),
+            "rule_shard_seconds": percentiles(self.rule_s),
+            "rule_villages_per_s": rule_rate,
+            "ratio_to_rule": ours_rate / max(rule_rate, 1e-9),
             # linear in rows per shard: the world size at which a shard's p99 reaches 1 s
             "projected_max_villages_p99_under_1s": int(
                 self.shards * per_shard / max(ours["p99"], 1e-9)
@@ -86,6 +93,20 @@ async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> int:
     return int(result.rowcount or 0)
 
 
+async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
+    """Run our shard statement as literal SQL the way ``_bare`` runs its own; returns the
+    seconds (compiling it is left out)."""
+    dialect = engine.dialect
+    statement = tick_statement(shard, now_ms, dialect.name)
+    sql = str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+    started = time.perf_counter()
+    async with engine.connect() as conn, conn.begin():
+        if dialect.name == "postgresql":
+            await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+        await conn.exec_driver_sql(sql)
+    return time.perf_counter() - started
+
+
 async def run_rotations(
     engine: AsyncEngine, villages: int, shards: int, rotations: int
 ) -> TickFigures:
@@ -95,8 +116,9 @@ async def run_rotations(
         for rotation in range(rotations):
             for shard in range(shards):
                 now += 1000
-                # alternate which runs first, so neither gets the warmer cache every time
-                order = ("ours", "bare") if (rotation + shard) % 2 == 0 else ("bare", "ours")
+                # rotate which runs first, so none gets the warmer cache every time
+                turn = (rotation * shards + shard) % 3
+                order = (("ours", "bare", "rule") * 2)[turn : turn + 3]
                 for i, which in enumerate(order):
                     at = now + i
                     started = time.perf_counter()
@@ -105,8 +127,10 @@ async def run_rotations(
                             rows = await tick_shard(conn, shard, at)
                         figures.ours_s.append(time.perf_counter() - started)
                         figures.rows.append(rows)
-                    else:
+                    elif which == "bare":
                         await _bare(engine, shard, at)
                         figures.bare_s.append(time.perf_counter() - started)
+                    else:
+                        figures.rule_s.append(await _rule(engine, shard, at))
                 progress.update()
     return figures

@@ -13,10 +13,21 @@ in time (``updated_ms < t``), so an out-of-date writer cannot roll it back.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, and_, func, literal, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Update,
+    and_,
+    bindparam,
+    func,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from db.models import ScheduledEvent, VillageStock
@@ -39,7 +50,7 @@ def _greatest(dialect: str, *args: Any) -> ColumnElement[int]:
 
 
 def accrued(
-    resource: str, now_ms: int, dialect: str, moves_forward: bool = False
+    resource: str, now_ms: int | ColumnElement[int], dialect: str, moves_forward: bool = False
 ) -> ColumnElement[int]:
     """SQL for the stock of ``resource`` at ``now_ms`` (never before ``updated_ms``).
 
@@ -49,26 +60,53 @@ def accrued(
     crop needs the floor at 0.
     """
     stock, rate = _T[resource], _T[f"{resource}_rate"]
-    elapsed = literal(now_ms) - _T.updated_ms
+    now = literal(now_ms) if isinstance(now_ms, int) else now_ms
+    elapsed = now - _T.updated_ms
     dt = elapsed if moves_forward else _greatest(dialect, elapsed, 0)
     capped = _least(dialect, cap_column(resource), stock + rate * dt)
     return _greatest(dialect, 0, capped) if resource in SHRINKING else capped
 
 
 def settled_values(
-    now_ms: int, dialect: str, moves_forward: bool = False
+    now_ms: int | ColumnElement[int], dialect: str, moves_forward: bool = False
 ) -> dict[str, ColumnElement[int]]:
     return {res: accrued(res, now_ms, dialect, moves_forward) for res in RESOURCES}
 
 
-def tick_statement(shard: int, now_ms: int, dialect: str, held: Sequence[int] = ()) -> Update:
-    """One shard's tick: materialize every row's stock at ``now_ms``, except ``held`` villages."""
+def _build_tick(
+    dialect: str,
+    shard: int | ColumnElement[int],
+    now_ms: int | ColumnElement[int],
+    held: Sequence[int] | ColumnElement[Any] | None,
+) -> Update:
     stmt = update(VillageStock).where(_T.shard == shard, _T.updated_ms < now_ms)
-    if held:
-        stmt = stmt.where(_T.village_id.not_in(list(held)))
+    if held is not None:
+        stmt = stmt.where(_T.village_id.not_in(held))
     return stmt.values(
         **settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms
     ).execution_options(synchronize_session=False)
+
+
+def tick_statement(shard: int, now_ms: int, dialect: str, held: Sequence[int] = ()) -> Update:
+    """One shard's tick: materialize every row's stock at ``now_ms``, except ``held`` villages."""
+    return _build_tick(dialect, shard, now_ms, list(held) if held else None)
+
+
+@functools.cache
+def _prepared_tick(dialect: str, holds: bool) -> Update:
+    """``tick_statement`` with the shard, the time and the held villages as parameters
+    (``_tick_parameters``), built once per dialect: building and cache-keying it anew
+    costs about half a millisecond of Python, a few per cent of a shard's tick."""
+    held = bindparam("tick_held", expanding=True) if holds else None
+    now = bindparam("tick_now_ms", type_=BigInteger)
+    return _build_tick(dialect, bindparam("tick_shard"), now, held)
+
+
+def _tick_parameters(shard: int, now_ms: int, held: Sequence[int]) -> dict[str, Any]:
+    parameters: dict[str, Any] = {"tick_shard": shard, "tick_now_ms": now_ms}
+    if held:
+        parameters["tick_held"] = list(held)
+    return parameters
 
 
 # Past this many villages with overdue events a tick is skipped: the queue is
@@ -150,7 +188,9 @@ async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
         held = await held_villages(conn, horizon)  # stuck events' villages, and those due now
         if held is None:
             return 0
-        result = await conn.execute(tick_statement(shard, horizon, dialect, held))
+        result = await conn.execute(
+            _prepared_tick(dialect, bool(held)), _tick_parameters(shard, horizon, held)
+        )
     return int(result.rowcount or 0)
 
 

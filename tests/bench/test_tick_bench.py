@@ -28,8 +28,9 @@ def test_tick_bench_produces_sane_figures(db: str, tmp_path: Path) -> None:
     assert figures["machine"]["cpu_count"] >= 1
     assert 0 < figures["shard_seconds"]["p50"] <= figures["shard_seconds"]["max"]
     assert figures["villages_per_s"] > 0 and figures["ratio_to_bare"] > 0
+    assert figures["ratio_to_rule"] > 0 and len(figures["rule_shard_seconds"]) == 4
     assert (tmp_path / f"tick_{db}.png").stat().st_size > 1000
-    assert "ratio to bare UPDATE" in proc.stdout
+    assert "ratio to bare UPDATE" in proc.stdout and "our statement as raw SQL" in proc.stdout
 
 
 def test_tick_bench_refuses_a_database_it_does_not_own(pg_url: str) -> None:
