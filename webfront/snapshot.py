@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 from pydantic import Field
 from redis.asyncio import Redis
 from sqlalchemy.exc import DBAPIError
@@ -257,50 +258,56 @@ def held_version(if_none_match: str | None) -> str:
     return tag if tag == "*" else ""
 
 
-def _not_modified(version: str) -> web.Response:
+# Headers of every snapshot answer; each answer adds its ETag (a 304 repeats them: RFC 9110)
+_CACHING = CIMultiDict({"Cache-Control": "private, no-cache", "Vary": "Accept"})
+
+
+def _not_modified(etag: str) -> web.StreamResponse:
+    # No body: a StreamResponse skips Response's body and Content-Length handling.
+    headers = _CACHING.copy()
+    headers["ETag"] = etag
+    return web.StreamResponse(status=304, headers=headers)
+
+
+def _full(body: bytes, etag: str, packed: bool, now_ms: int) -> web.Response:
+    headers = _CACHING.copy()
+    headers["ETag"] = etag
+    headers["Content-Type"] = MSGPACK if packed else JSON
     return web.Response(
-        status=304,
-        headers={"ETag": f'"{version}"', "Cache-Control": "private, no-cache", "Vary": "Accept"},
+        body=with_field_first(body, packed, "server_time_ms", now_ms), headers=headers
     )
 
 
-def _full(body: bytes, version: str, packed: bool, now_ms: int) -> web.Response:
-    return web.Response(
-        body=with_field_first(body, packed, "server_time_ms", now_ms),
-        headers={
-            "Content-Type": MSGPACK if packed else JSON,
-            "ETag": f'"{version}"',
-            "Cache-Control": "private, no-cache",
-            "Vary": "Accept",
-        },
-    )
-
-
-async def snapshot(request: web.Request) -> web.Response:
+async def snapshot(request: web.Request) -> web.StreamResponse:
     service = request.app[SNAPSHOTS]
     headers = request.headers
     token = token_from_headers(headers.get("Authorization"), headers.get("Cookie"))
     if token is None:
         raise unauthorized()
     digest = token_hash(token)
-    held = held_version(headers.get("If-None-Match"))
-    packed = wants_msgpack(request)
+    if_none_match = headers.get("If-None-Match")
     # remembered session and version (see webfront.localcache): no Redis round trip
     local = service.local
     now = service.clock.now_ms()
     player_id = local.player(digest, now)
     if player_id is not None and (version := local.version(player_id, now)) is not None:
+        etag = f'"{version}"'
+        if if_none_match == etag:  # the usual poll: parse nothing more
+            return _not_modified(etag)
+        held = held_version(if_none_match)
         if held == version or held == "*":
-            return _not_modified(version)
+            return _not_modified(etag)
+        packed = wants_msgpack(request)
         body = local.body(player_id, version, packed)
         if body is not None:
-            return _full(body, version, packed, now)
-    return await _poll_redis(service, digest, held, packed)
+            return _full(body, etag, packed, now)
+        return await _poll_redis(service, digest, held, packed)
+    return await _poll_redis(service, digest, held_version(if_none_match), wants_msgpack(request))
 
 
 async def _poll_redis(
     service: SnapshotService, digest: str, held: str, packed: bool
-) -> web.Response:
+) -> web.StreamResponse:
     """Session, version and a cached body in one Lua call, remembered as the reply is read."""
     local, clock = service.local, service.clock
     reply = await service.fast.evalsha(
@@ -321,11 +328,11 @@ async def _poll_redis(
     if version is None:
         version = str(await read_version(service.redis, service.prefix, player_id, now))
     if held == version or held == "*":
-        return _not_modified(version)
+        return _not_modified(f'"{version}"')
     body: bytes | None = reply[2] if len(reply) > 2 else local.body(player_id, version, packed)
     if body is None:
         body = await service.body(player_id, version, packed)
-    return _full(body, version, packed, now)
+    return _full(body, f'"{version}"', packed, now)
 
 
 ENDPOINTS = [

@@ -52,6 +52,8 @@ async def test_if_none_match_gives_304_until_the_version_moves(
         resp = await client.get("/api/snapshot", headers={**alice.auth, "If-None-Match": held})
         assert resp.status == 304, held
         assert resp.headers["ETag"] == etag
+        assert resp.headers["Cache-Control"] == "private, no-cache"
+        assert resp.headers["Vary"] == "Accept" and "Transfer-Encoding" not in resp.headers
         assert await resp.read() == b""
     stale = await client.get("/api/snapshot", headers={**alice.auth, "If-None-Match": '"1"'})
     assert stale.status == 200
