@@ -9,7 +9,8 @@ data: separate statements would each wait for the event loop in turn (a loaded
 web process runs a full iteration, milliseconds, between two of them) and could
 each see a different commit. It is built once, with the player id as a bound
 parameter, so its compiled form is cached too. On SQLite it runs in one hop to
-aiosqlite's thread (``_sqlite_rows``).
+aiosqlite's thread (``_sqlite_rows``), on PostgreSQL straight on asyncpg
+(``_asyncpg_rows``).
 """
 
 from __future__ import annotations
@@ -212,6 +213,8 @@ async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any
     """The snapshot of ``player_id`` without ``server_time_ms``."""
     if conn.dialect.name == "sqlite":
         rows = await _sqlite_rows(conn, player_id)
+    elif conn.dialect.driver == "asyncpg":
+        rows = await _asyncpg_rows(conn, player_id)
     else:
         rows = (await conn.execute(SNAPSHOT_STATEMENT, {"player_id": player_id})).all()
     if not rows or rows[0][0] != HEAD:  # the player was deleted while a session outlived them
@@ -251,7 +254,21 @@ async def build_snapshot(conn: AsyncConnection, player_id: int) -> dict[str, Any
     }
 
 
-_SQLITE_SQL: dict[Dialect, SQLCompiler] = {}
+_COMPILED: dict[Dialect, SQLCompiler] = {}
+
+
+def _compiled(dialect: Dialect) -> SQLCompiler:
+    compiled = _COMPILED.get(dialect)
+    if compiled is None:
+        compiled = SNAPSHOT_STATEMENT.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)
+        _COMPILED[dialect] = compiled
+    return compiled
+
+
+def _params(compiled: SQLCompiler, player_id: int) -> tuple[Any, ...]:
+    values = compiled.construct_params({"player_id": player_id}) or {}
+    return tuple(values[name] for name in compiled.positiontup or ())
 
 
 async def _sqlite_rows(conn: AsyncConnection, player_id: int) -> Sequence[Sequence[Any]]:
@@ -261,19 +278,34 @@ async def _sqlite_rows(conn: AsyncConnection, player_id: int) -> Sequence[Sequen
     (cursor, execute, fetch, close), and each hop back waits for a loaded event loop.
     ``execute_fetchall`` is one. Only the JSON columns need decoding.
     """
-    compiled = _SQLITE_SQL.get(conn.dialect)
-    if compiled is None:
-        compiled = SNAPSHOT_STATEMENT.compile(dialect=conn.dialect)
-        assert isinstance(compiled, SQLCompiler)
-        _SQLITE_SQL[conn.dialect] = compiled
-    values = compiled.construct_params({"player_id": player_id}) or {}
-    params = tuple(values[name] for name in compiled.positiontup or ())
+    compiled = _compiled(conn.dialect)
     raw = await conn.get_raw_connection()
-    rows = await raw.driver_connection.execute_fetchall(str(compiled), params)  # type: ignore[union-attr]
+    rows = await raw.driver_connection.execute_fetchall(  # type: ignore[union-attr]
+        compiled.string, _params(compiled, player_id)
+    )
     loads = getattr(conn.dialect, "_json_deserializer", None) or json.loads
     return [
         (*row[:-_JSONS], *(None if v is None else loads(v) for v in row[-_JSONS:])) for row in rows
     ]
+
+
+async def _asyncpg_rows(conn: AsyncConnection, player_id: int) -> Sequence[Sequence[Any]]:
+    """The statement's rows straight from asyncpg (its own prepared-statement cache; JSON is
+    decoded by the codec SQLAlchemy installed): about 45 µs of CPU instead of 155 through
+    SQLAlchemy's execution and result layers, which a burst of builds waits behind.
+
+    Any failure is left to SQLAlchemy: the statement runs again through it, which turns the
+    error into a ``DBAPIError`` and invalidates a connection the server dropped (so the
+    caller's one retry gets a new one).
+    """
+    compiled = _compiled(conn.dialect)
+    raw = await conn.get_raw_connection()
+    try:
+        return await raw.driver_connection.fetch(  # type: ignore[union-attr,no-any-return]
+            compiled.string, *_params(compiled, player_id)
+        )
+    except Exception:
+        return (await conn.execute(SNAPSHOT_STATEMENT, {"player_id": player_id})).all()
 
 
 def _add_troops(
