@@ -7,9 +7,10 @@ sends everything queued in one loop iteration with a single write (so a burst
 of concurrent polls costs one syscall, not one each), and matches replies in
 order (RESP is FIFO), parsing with hiredis: a few µs per command.
 
-It runs only read-mostly hot-path commands (``EVALSHA`` of registered
-scripts, ``GET``); everything else uses redis-py. A lost connection fails the
-commands in flight (the API answers 503) and the next command reconnects.
+It runs only hot-path commands (``EVALSHA`` of registered scripts, ``GET``, and
+the ``SET`` of a built snapshot body); everything else uses redis-py. A lost
+connection fails the commands in flight (the API answers 503) and the next
+command reconnects.
 
 With a ``tracker`` (``webfront.localcache.LocalCache``) the connection speaks
 RESP3 and turns on client-side caching in broadcast mode for the tracker's key
