@@ -99,6 +99,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         config.snapshot_cache_ttl_ms,
         config.snapshot_cache_jitter,
         config.snapshot_builds,
+        config.snapshot_batch,
     )
     yield
     await app[snapshot.SNAPSHOTS].drain()

@@ -33,7 +33,10 @@ class WebConfig:
     # so bodies built together (a deploy, a burst of polls) do not all expire together.
     snapshot_cache_ttl_ms: int = 600_000
     snapshot_cache_jitter: float = 0.25
-    snapshot_builds: int = 4  # snapshot DB builds at once per process; more polls wait their turn
+    # snapshot statements at once per process (a connection each); builds that pile up behind
+    # them are read together, up to snapshot_batch players per statement
+    snapshot_builds: int = 4
+    snapshot_batch: int = 64
     # Sessions, versions and bodies remembered in process, invalidated by Redis's client-side
     # caching pushes (webfront.localcache); max_age bounds an entry's life even without a push.
     local_cache: bool = True

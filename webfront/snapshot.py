@@ -4,13 +4,15 @@ The ETag is the player's snapshot version (``common.snapshot_versions``),
 bumped by every change the player can see. One Lua call reads the session,
 the version and, when the client's copy is stale, a cached body of that
 version: a 304 or a cached snapshot costs one Redis round trip and no
-database read. A missing body is built with a few set-based Core selects of
-just the needed columns and cached per (player, version, format): a body is
-valid for as long as its version is current, so it is cached for long
+database read. A missing body is built from one statement of just the needed
+columns (``webfront.snapshot_build``) and cached per (player, version, format):
+a body is valid for as long as its version is current, so it is cached for long
 (``WebConfig.snapshot_cache_ttl_ms``, stretched by a random jitter so bodies
 built together do not expire together). One build per version runs in a
 process at a time (later polls of that version wait for it), and at most
-``WebConfig.snapshot_builds`` builds read the database at once.
+``WebConfig.snapshot_builds`` statements read the database at once; builds
+that pile up behind them are read together, one statement per batch
+(``webfront.snapshot_reads``).
 
 The version is read *before* the database, so a body can only be newer than
 its ETag, never older: a change committed meanwhile bumps the version again
@@ -27,13 +29,11 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 from pydantic import Field
 from redis.asyncio import Redis
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import Clock
@@ -47,7 +47,7 @@ from webfront.fastredis import FastRedis, Script
 from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
 from webfront.sessions import SessionStore, parse_cached, token_from_headers, token_hash
-from webfront.snapshot_build import build_snapshot
+from webfront.snapshot_reads import SnapshotReads
 from webfront.validation import Out
 
 RESOURCES = ("wood", "clay", "iron", "crop")
@@ -155,11 +155,12 @@ class SnapshotService:
     cache_ttl_ms: int
     cache_jitter: float = 0.25
     max_builds: int = 4
+    max_batch: int = 64
 
     # builds in progress in this process: concurrent polls of one version wait for one build
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
-    # at most max_builds database reads at once: a burst of misses queues here, not in the pool
-    build_slots: asyncio.Semaphore = field(init=False)
+    # the database reads: at most max_builds statements at once, batched when they pile up
+    reads: SnapshotReads = field(init=False)
     # body writes to Redis in flight (the polls that waited for a build do not wait for them)
     writes: set[asyncio.Task[None]] = field(default_factory=set)
     # key prefixes, computed once: the hot path only concatenates
@@ -168,7 +169,8 @@ class SnapshotService:
     snapshot_prefix: str = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "build_slots", asyncio.Semaphore(self.max_builds))
+        reads = SnapshotReads(self.engine, self.max_builds, self.max_batch)
+        object.__setattr__(self, "reads", reads)
         object.__setattr__(self, "session_prefix", keys.session(self.prefix, ""))
         object.__setattr__(self, "version_prefix", keys.version_prefix(self.prefix))
         object.__setattr__(self, "snapshot_prefix", keys.snapshot_prefix(self.prefix))
@@ -190,8 +192,9 @@ class SnapshotService:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.building[key] = future
         try:
-            async with self.build_slots:
-                data = await self._read(player_id)
+            data = await self.reads.read(player_id)
+            if data is None:  # deleted while a session outlived them
+                raise unauthorized("this player no longer exists")
             body = encode(data, packed)
             self.local.put_body(player_id, version, packed, body)
             future.set_result(body)
@@ -205,18 +208,6 @@ class SnapshotService:
             raise
         finally:
             del self.building[key]
-
-    async def _read(self, player_id: int) -> dict[str, Any]:
-        """One statement on a pooled connection; a connection the database dropped while it
-        sat in the pool (no pre-ping here: it would cost a round trip) is replaced once."""
-        for attempt in (1, 2):
-            try:
-                async with self.engine.connect() as conn:
-                    return await build_snapshot(conn, player_id)
-            except DBAPIError as exc:
-                if attempt == 2 or not exc.connection_invalidated:
-                    raise
-        raise AssertionError("unreachable")
 
     async def drain(self) -> None:
         """Wait for the body writes still in flight (at shutdown)."""

@@ -17,7 +17,8 @@ from tests.web.conftest import RegisterFn
 from tests.web.helpers import add_march, add_reports
 from webfront import keys
 from webfront.sessions import token_hash
-from webfront.snapshot import SnapshotOut, held_version
+from webfront.snapshot import SNAPSHOTS, SnapshotOut, held_version
+from webfront.snapshot_build import build_snapshots
 
 
 async def test_snapshot_content_matches_its_schema(
@@ -249,3 +250,11 @@ async def test_every_part_of_a_snapshot_in_order(
     [bob_village] = bob_view["villages"]
     assert [m["id"] for m in bob_village["marches_in"]] == [out]  # the return leaves, unseen
     assert bob_village["troops_away"] == [{"village_id": a, "unit": "guard", "count": 2}]
+    # one statement for both (a burst of builds): each gets what a read of them alone gives,
+    # though each troop and march row here is both players'
+    ids = (alice.player_id, bob.player_id)
+    async with client.app[SNAPSHOTS].engine.connect() as conn:
+        together = await build_snapshots(conn, ids)
+        alone = [(await build_snapshots(conn, [p]))[p] for p in ids]
+    assert [together[p] for p in ids] == alone
+    assert {k: v for k, v in data.items() if k != "server_time_ms"} == alone[0]

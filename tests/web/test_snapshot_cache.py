@@ -17,7 +17,7 @@ from common.settings import Settings
 from common.snapshot_versions import bump_versions
 from db.models import Village
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
-from webfront import keys, snapshot
+from webfront import keys, snapshot_reads
 from webfront.snapshot import SNAPSHOTS
 
 
@@ -76,21 +76,25 @@ async def test_bodies_expire_at_jittered_times(
 
 @pytest.fixture
 def counted_builds(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Count ``build_snapshot`` calls and their concurrency; each build waits for ``release``."""
-    real: Callable[..., Any] = snapshot.build_snapshot
-    state: dict[str, Any] = {"calls": 0, "running": 0, "peak": 0, "release": asyncio.Event()}
+    """Count database statements (``build_snapshots`` calls), the players each read and
+    their concurrency; each statement waits for ``release``."""
+    real: Callable[..., Any] = snapshot_reads.build_snapshots
+    state: dict[str, Any] = {
+        "calls": 0, "batches": [], "running": 0, "peak": 0, "release": asyncio.Event()
+    }  # fmt: skip
 
-    async def counting(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
+    async def counting(conn: AsyncConnection, player_ids: list[int]) -> dict[int, Any]:
         state["calls"] += 1
+        state["batches"].append(sorted(player_ids))
         state["running"] += 1
         state["peak"] = max(state["peak"], state["running"])
         try:
             await state["release"].wait()
-            return dict(await real(conn, player_id))
+            return dict(await real(conn, player_ids))
         finally:
             state["running"] -= 1
 
-    monkeypatch.setattr(snapshot, "build_snapshot", counting)
+    monkeypatch.setattr(snapshot_reads, "build_snapshots", counting)
     return state
 
 
@@ -119,47 +123,79 @@ async def test_concurrent_misses_of_one_version_build_once(
     assert counted_builds["calls"] == 1
 
 
-async def test_a_burst_of_misses_reads_the_database_a_few_at_a_time(
+async def _players(client: TestClient, count: int) -> list[tuple[str, int]]:
+    """(token, player id) of ``count`` new players."""
+    players = []
+    for i in range(count):
+        resp = await client.post("/api/register", json={"name": f"Player{i}", "password": PASSWORD})
+        data = await resp.json()
+        players.append((data["token"], data["player_id"]))
+    client.session.cookie_jar.clear()
+    return players
+
+
+async def test_a_burst_of_misses_reads_the_database_in_a_few_batched_statements(
     make_client: MakeClient, counted_builds: dict[str, Any]
 ) -> None:
-    client = await make_client(snapshot_builds=2)
-    tokens = []
-    for i in range(6):
-        resp = await client.post("/api/register", json={"name": f"Player{i}", "password": PASSWORD})
-        tokens.append((await resp.json())["token"])
-    client.session.cookie_jar.clear()
-    polls = [
+    client = await make_client(snapshot_builds=2, snapshot_batch=3)
+    players = await _players(client, 9)
+    first = [
         asyncio.ensure_future(client.get("/api/snapshot", headers={"Authorization": f"Bearer {t}"}))
-        for t in tokens
+        for t, _ in players[:2]
     ]
-    await wait_until(lambda: counted_builds["calls"] == 2)
-    await asyncio.sleep(0.05)
-    assert counted_builds["running"] == 2  # the other four wait for a slot
+    await wait_until(lambda: counted_builds["calls"] == 2)  # both slots busy
+    rest = [
+        asyncio.ensure_future(client.get("/api/snapshot", headers={"Authorization": f"Bearer {t}"}))
+        for t, _ in players[2:]
+    ]
+    await asyncio.sleep(0.1)
+    assert counted_builds["calls"] == 2 and counted_builds["running"] == 2  # the 7 others wait
     counted_builds["release"].set()
-    answers = await asyncio.gather(*polls)
-    assert [r.status for r in answers] == [200] * 6
-    assert counted_builds["calls"] == 6 and counted_builds["peak"] == 2
+    answers = await asyncio.gather(*first, *rest)
+    assert [r.status for r in answers] == [200] * 9
+    for (_, player_id), answer in zip(players, answers, strict=True):
+        assert (await answer.json())["player_id"] == player_id
+    # the 7 that waited were read 3 at a time (snapshot_batch), never more than 2 at once
+    sizes = sorted(len(b) for b in counted_builds["batches"][2:])
+    assert sizes == [1, 3, 3] and counted_builds["peak"] == 2
+    assert sorted(p for b in counted_builds["batches"] for p in b) == sorted(p for _, p in players)
+
+
+async def test_a_batch_gives_each_player_their_own_snapshot(
+    make_client: MakeClient, engine: AsyncEngine
+) -> None:
+    """One statement for many players: each gets exactly what a read of them alone gives."""
+    client = await make_client()
+    players = await _players(client, 4)
+    await rename_villages(engine, players[1][1], "Second")
+    service = client.app[SNAPSHOTS]
+    ids = [p for _, p in players]
+    async with service.engine.connect() as conn:
+        together = await snapshot_reads.build_snapshots(conn, [*ids, 987654321])
+        alone = {p: (await snapshot_reads.build_snapshots(conn, [p]))[p] for p in ids}
+    assert together == alone and set(together) == set(ids)  # no row for a missing player
+    assert {v["name"] for v in together[players[1][1]]["villages"]} == {"Second"}
 
 
 async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
     client: TestClient, register: RegisterFn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alice = await register("Alice")
-    real = snapshot.build_snapshot
+    real = snapshot_reads.build_snapshots
     calls = 0
 
-    async def failing(conn: AsyncConnection, player_id: int) -> dict[str, Any]:
+    async def failing(conn: AsyncConnection, player_ids: list[int]) -> dict[int, Any]:
         nonlocal calls
         calls += 1
         await asyncio.sleep(0.05)
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(snapshot, "build_snapshot", failing)
+    monkeypatch.setattr(snapshot_reads, "build_snapshots", failing)
     answers = await asyncio.gather(
         *(client.get("/api/snapshot", headers=alice.auth) for _ in range(5))
     )
     assert [r.status for r in answers] == [500] * 5 and calls == 1
-    monkeypatch.setattr(snapshot, "build_snapshot", real)
+    monkeypatch.setattr(snapshot_reads, "build_snapshots", real)
     assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
 
 

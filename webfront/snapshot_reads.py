@@ -1,0 +1,89 @@
+"""Snapshot reads from the database, batched when they pile up.
+
+``SnapshotReads.read(player_id)`` returns a player's snapshot data, read after the
+call began. At most ``slots`` statements run at once (one pooled connection
+each). A read asked while they are all busy waits, and the next free slot reads
+every waiting player (up to ``max_batch``) with ONE statement
+(``webfront.snapshot_build``). So a quiet process reads each snapshot at once,
+alone, and a burst (a batch of events bumps hundreds of players, whose polls all
+miss together) costs a few statements instead of one per player: the time to
+serve them all is what the full-snapshot tail is made of.
+
+A waiting read is shared by every later read of the same player: it starts
+after all of them were asked, so it is new enough for each (a snapshot may be
+newer than its ETag, never older). A read already running is never joined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from itertools import islice
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from webfront.snapshot_build import build_snapshots
+
+Snapshot = dict[str, Any]
+
+
+class SnapshotReads:
+    def __init__(self, engine: AsyncEngine, slots: int, max_batch: int) -> None:
+        self.engine = engine
+        self.slots = slots
+        self.max_batch = max_batch
+        self.waiting: dict[int, asyncio.Future[Snapshot | None]] = {}  # oldest first
+        self.running = 0  # statements in flight (or about to start)
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def read(self, player_id: int) -> Snapshot | None:
+        """The player's snapshot, or None if the player does not exist."""
+        future = self.waiting.get(player_id)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self.waiting[player_id] = future
+            if self.running < self.slots:
+                self._start()
+        return await asyncio.shield(future)  # a cancelled poll leaves the read to the others
+
+    def _start(self) -> None:
+        self.running += 1
+        task = asyncio.create_task(self._run())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self) -> None:
+        # The batch is taken when the task runs: reads asked in the same loop iteration join.
+        batch = {p: self.waiting.pop(p) for p in list(islice(self.waiting, self.max_batch))}
+        try:
+            if batch:
+                found = await self._read(list(batch))
+                for player_id, future in batch.items():
+                    if not future.done():
+                        future.set_result(found.get(player_id))
+        except asyncio.CancelledError:
+            for future in batch.values():
+                future.cancel()
+            raise
+        except Exception as exc:
+            for future in batch.values():
+                if not future.done():
+                    future.set_exception(exc)
+                    future.exception()  # retrieved: waiters (if any) re-raise it themselves
+        finally:
+            self.running -= 1
+            if self.waiting and self.running < self.slots:
+                self._start()
+
+    async def _read(self, player_ids: list[int]) -> dict[int, Snapshot]:
+        """One statement on a pooled connection; a connection the database dropped while it
+        sat in the pool (no pre-ping here: it would cost a round trip) is replaced once."""
+        for attempt in (1, 2):
+            try:
+                async with self.engine.connect() as conn:
+                    return await build_snapshots(conn, player_ids)
+            except DBAPIError as exc:
+                if attempt == 2 or not exc.connection_invalidated:
+                    raise
+        raise AssertionError("unreachable")
