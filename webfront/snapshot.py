@@ -29,11 +29,13 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 from pydantic import Field
 from redis.asyncio import Redis
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import Clock
@@ -230,7 +232,15 @@ SNAPSHOTS = web.AppKey("snapshots", SnapshotService)
 def read_engine(settings: Settings, builds: int) -> AsyncEngine:
     """The engine of snapshot builds: ``builds`` connections in autocommit, no pre-ping and
     no reset on return. A build is one SELECT: it needs no transaction, and each of those
-    would be a round trip, each waiting for a loaded event loop (milliseconds)."""
+    would be a round trip, each waiting for a loaded event loop (milliseconds).
+
+    On PostgreSQL (asyncpg) these sessions always use the statement's generic plan: it
+    takes an array of player ids, whose length the planner cannot know, so it would judge
+    the generic plan dearer and plan every read anew (0.5 ms of the server's CPU, three
+    times the read; measured: 830 -> 264 µs a lone read, 139 -> 52 µs a player in 8s)."""
+    extra: dict[str, Any] = {}
+    if make_url(settings.database_url).get_driver_name() == "asyncpg":
+        extra["connect_args"] = {"server_settings": {"plan_cache_mode": "force_generic_plan"}}
     return create_engine(
         settings,
         isolation_level="AUTOCOMMIT",
@@ -238,6 +248,7 @@ def read_engine(settings: Settings, builds: int) -> AsyncEngine:
         max_overflow=0,
         pool_pre_ping=False,
         pool_reset_on_return=None,
+        **extra,
     )
 
 
