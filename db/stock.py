@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    SmallInteger,
     Update,
     and_,
     bindparam,
@@ -97,9 +98,9 @@ def _prepared_tick(dialect: str, holds: bool) -> Update:
     """``tick_statement`` with the shard, the time and the held villages as parameters
     (``_tick_parameters``), built once per dialect: building and cache-keying it anew
     costs about half a millisecond of Python, a few per cent of a shard's tick."""
-    held = bindparam("tick_held", expanding=True) if holds else None
+    held: ColumnElement[Any] | None = bindparam("tick_held", expanding=True) if holds else None
     now = bindparam("tick_now_ms", type_=BigInteger)
-    return _build_tick(dialect, bindparam("tick_shard"), now, held)
+    return _build_tick(dialect, bindparam("tick_shard", type_=SmallInteger), now, held)
 
 
 def _tick_parameters(shard: int, now_ms: int, held: Sequence[int]) -> dict[str, Any]:
