@@ -39,8 +39,10 @@ class GameTx(Scheduler, Protocol):
     """
 
     session: AsyncSession
-    world_speed: float
     ids: IdGenerator
+
+    @property
+    def world_speed(self) -> float: ...  # read-only, so a property (CommandContext) fits
 
     def touch_players(self, player_ids: Iterable[int | None]) -> None: ...
 
