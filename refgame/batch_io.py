@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from sqlalchemy import bindparam, delete, insert, literal, select, update
+from sqlalchemy import Table, bindparam, delete, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.engine import json_dumps
@@ -62,6 +62,7 @@ async def batch_io(session: AsyncSession) -> BatchIO:
         return CoreIO(session)
     connection = await session.connection()
     driver = (await connection.get_raw_connection()).driver_connection
+    assert driver is not None  # None only for an invalidated connection; ours is open
     if not driver.is_in_transaction():
         # SQLAlchemy's adapter opens the database transaction at its first statement;
         # open it now, or the raw statements below would each commit on their own
@@ -71,7 +72,8 @@ async def batch_io(session: AsyncSession) -> BatchIO:
 
 # ---- portable: SQLAlchemy Core ------------------------------------------------------------
 
-_S, _T, _M = VillageStock.__table__, Troop.__table__, March.__table__
+# the declarative stubs type ``__table__`` as any FromClause; these classes map Tables
+_S, _T, _M, _R = (cast(Table, m.__table__) for m in (VillageStock, Troop, March, Report))
 
 
 class CoreIO:
@@ -141,9 +143,7 @@ class CoreIO:
         await self.session.execute(_UPDATE_MARCH, list(rows))
 
     async def insert_reports(self, rows: Sequence[dict[str, Any]]) -> None:
-        await self.session.execute(
-            insert(Report.__table__), [{**r, "is_read": False} for r in rows]
-        )
+        await self.session.execute(insert(_R), [{**r, "is_read": False} for r in rows])
 
 
 _UPDATE_STOCK = (
