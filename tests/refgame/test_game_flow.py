@@ -57,11 +57,9 @@ async def _troops(game: GameDriver, village_id: int, home: int | None = None) ->
 
 async def _xy(game: GameDriver, village_id: int) -> tuple[int, int]:
     async with game.sessions() as session:
-        return tuple(
-            (
-                await session.execute(select(Village.x, Village.y).where(Village.id == village_id))
-            ).one()
-        )
+        row = await session.execute(select(Village.x, Village.y).where(Village.id == village_id))
+        x, y = row.one()
+        return x, y
 
 
 async def test_build_spends_then_raises_production_at_its_due_time(game: GameDriver) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from common.amounts import to_fixed
 from common.clock import ManualClock
@@ -108,7 +108,7 @@ async def test_fifty_concurrent_spends_never_spend_twice(client: Any, settings: 
     try:
         async with engine.begin() as conn:  # exactly enough for 3 legionnaire orders of 2
             await conn.execute(
-                VillageStock.__table__.update()
+                update(VillageStock)
                 .where(VillageStock.village_id == alice["village_id"])
                 .values(
                     wood=to_fixed(720),

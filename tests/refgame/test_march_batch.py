@@ -4,11 +4,11 @@ one by one gives, including arrivals that depend on an earlier one of the same b
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import pytest
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from common.clock import ManualClock
@@ -62,7 +62,8 @@ async def world(engine: AsyncEngine) -> list[handlers.Arrival]:
         await tx.flush()
         await session.execute(delete(ScheduledEvent))  # the batch is handed its events below
         await session.execute(
-            Troop.__table__.update()
+            cast(Table, Troop.__table__)  # the stubs say FromClause
+            .update()
             .where(Troop.village_id == 5, Troop.home_village_id == 5, Troop.unit == "legionnaire")
             .values(count=STARTING_TROOPS["legionnaire"] - 7)
         )
