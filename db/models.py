@@ -131,6 +131,8 @@ class Troop(Base):
     """Troops standing in ``village_id``; ``home_village_id`` differs for reinforcements."""
 
     __tablename__ = "troops"
+    # a player's troops away are found by their home (snapshots, a deleted home village)
+    __table_args__ = (Index("ix_troops_home", "home_village_id"),)
 
     village_id: Mapped[int] = mapped_column(
         ForeignKey("villages.id", ondelete="CASCADE"), primary_key=True

@@ -243,4 +243,5 @@ async def test_the_batch_statement_reaches_rows_through_indexes(client: TestClie
         )
     scans = {row[3].split(" USING")[0] for row in plan if row[3].startswith("SCAN")}
     # troops has no index on home_village_id: the troops-away part scans it (as before)
+    print(plan)
     assert scans <= {"SCAN json_each VIRTUAL TABLE INDEX 1:", "SCAN troops", "SCAN parts"}, scans
