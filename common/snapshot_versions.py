@@ -54,5 +54,7 @@ async def bump_versions(
         await bump(keys=same_slot, args=[now_ms])
 
 
-async def read_version(redis: Redis, prefix: str, player_id: int, now_ms: int) -> int:
+async def read_version(
+    redis: Redis | RedisCluster, prefix: str, player_id: int, now_ms: int
+) -> int:
     return int(await redis.eval(_READ, 1, version_key(prefix, player_id), now_ms))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Sized
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -87,5 +88,5 @@ async def test_worker_runs_a_village_in_order_across_batches(
     assert seen == [(due, prio, i) for (due, prio), i in expected]
 
 
-async def _done(seen: list[object], n: int) -> bool:
+async def _done(seen: Sized, n: int) -> bool:
     return len(seen) >= n
