@@ -154,7 +154,9 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
 def _translated(error: Exception) -> DBAPIError:
     """An asyncpg error as SQLAlchemy raises it (the exact path of a real connect)."""
     wrapped = AsyncAdapt_asyncpg_dbapi.Error(str(error), error)
-    return DBAPIError.instance(None, None, wrapped, AsyncAdapt_asyncpg_dbapi.Error)
+    translated = DBAPIError.instance(None, None, wrapped, AsyncAdapt_asyncpg_dbapi.Error)
+    assert isinstance(translated, DBAPIError)  # typed StatementError, the wider case
+    return translated
 
 
 def test_a_restarting_database_is_an_outage_not_a_bug() -> None:

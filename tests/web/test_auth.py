@@ -37,7 +37,7 @@ async def test_register_creates_player_village_and_session(
         assert village.id == data["village_id"] and village.player_id == data["player_id"]
         assert abs(village.x) <= web_settings.map_radius
         assert (await conn.execute(select(func.count()).select_from(VillageStock))).scalar() == 1
-        assert (await conn.execute(select(func.count()).select_from(Building))).scalar() > 0
+        assert (await conn.execute(select(func.count()).select_from(Building))).scalar_one() > 0
         stored = (await conn.execute(select(PlayerSession.token_hash))).scalar_one()
     assert stored == token_hash(data["token"]) and stored != data["token"]
 

@@ -9,6 +9,7 @@ from typing import Any
 import schemathesis
 from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis.core.result import Err
 
 from tests.web.conftest import RegisterFn
 
@@ -23,6 +24,8 @@ def _fuzz(
     problems: list[str] = []
     seen: dict[str, set[int]] = {}
     for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            raise result.err()
         operation = result.ok()
         if operation.path in _SKIP:
             continue
