@@ -102,7 +102,7 @@ async def test_queue_operations_on_a_cluster(
 ) -> None:
     clock = ManualClock(START_MS)
     queue = EventQueue(cluster_client, prefix=redis_prefix, partitions=8, clock=clock)
-    ports: set[int] = set()
+    ports: set[str | int] = set()  # as redis-py types ClusterNode.port
     for p in range(8):
         node = cluster_client.get_node_from_key(queue.keys(p).due)
         assert node is not None
