@@ -23,6 +23,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
 
 bench: install
 	bash scripts/ensure-services.sh
