@@ -27,7 +27,11 @@ COMMAND = "python -m bench readme"
 
 QUEUE = "queue_noop"
 TICKS = ("tick_postgresql", "tick_sqlite")
-WEBS = ("web_sqlite", "web_postgresql", "web_external")
+WEBS = (
+    "web_sqlite", "web_postgresql", "web_external",
+    # --workers N > 1: the same bench on N web processes (and N bare ones)
+    "web_sqlite_workers", "web_postgresql_workers", "web_external_workers",
+)  # fmt: skip
 GAMES = ("queue_game_postgresql", "queue_game_sqlite")
 KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES)
 SUMMARY_ONLY = "all"  # bench all's file: a digest of the per-benchmark files written beside it
@@ -40,6 +44,9 @@ LABELS = {
     "web_sqlite": "web",
     "web_postgresql": "web",
     "web_external": "web",
+    "web_sqlite_workers": "web (processes)",
+    "web_postgresql_workers": "web (processes)",
+    "web_external_workers": "web (processes)",
     "queue_game_postgresql": "game",
     "queue_game_sqlite": "game",
 }
@@ -197,7 +204,7 @@ def web_rows(r: Result) -> list[Row]:
     if "bare" not in at:
         raise FatalError(f"{r.path}: no 'bare' phase at {connections} connections in 'results'")
     targets, met, ratios = r.get("targets"), r.get("targets_met"), r.get("ratios")
-    db = r.name.removeprefix("web_")
+    db = r.name.removeprefix("web_").removesuffix("_workers")
     where = f"{DB_TITLES[db]} bench server" if db in DB_TITLES else str(r.get("target"))
     workers = r.get("workers")
     setup = f"{workers} process{'es' if workers != 1 else ''}, {connections} connections"

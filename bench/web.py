@@ -832,7 +832,8 @@ async def web_bench(
         ax.set_title(f"web: req/s vs concurrency ({workers} process(es), {summary['target']})")
         ax.legend(fontsize="small")
 
-    name = f"web_{db}" if url is None else "web_external"
+    # several processes get their own file: the one-process figures stay published beside them
+    name = (f"web_{db}" if url is None else "web_external") + ("_workers" if workers > 1 else "")
     summary["plot"] = str(report.save_plot(out, name, draw))
     warn_if_busy(load_at_start)
     extra = {

@@ -301,3 +301,15 @@ def test_publish_refuses_what_the_table_cannot_show(
     result = run("publish", "--published", str(published), str(good), str(bad))
     assert result.exit_code == 2 and message in result.stderr
     assert sorted(p.name for p in published.iterdir()) == ["tick_sqlite.json"]  # untouched
+
+
+def test_a_several_process_web_run_is_shown_beside_the_one_process_run(tmp_path: Path) -> None:
+    published = write_results(tmp_path, ["web_sqlite"])
+    workers = {**FIXTURES["web_sqlite"], "benchmark": "web_sqlite_workers", "workers": 2}
+    (published / "web_sqlite_workers.json").write_text(json.dumps(workers))
+    block = render(load_published(published), tmp_path)
+    rows = table_rows(block)
+    for processes in ("1 process", "2 processes"):
+        setup = f"web, SQLite bench server, {processes}, 100 connections"
+        assert rows[f"{setup}: snapshot poll answered 304"][0] == "17,083 req/s, p99 44 ms"
+    assert "web 1.5; web (processes) 1.5" in block

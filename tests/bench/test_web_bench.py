@@ -52,6 +52,23 @@ def test_web_bench_produces_sane_figures(tmp_path: Path) -> None:
     assert not list(Path("var/bench").glob(f"wgbench_smoke_{tag}*"))  # the bench DB is gone
 
 
+def test_web_bench_on_several_processes_writes_its_own_file(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "web", "--workers", "2", "--players", "2",
+         "--connections", "4", "--sweep", "", "--duration", "1", "--no-full-cycle",
+         "--db", "sqlite", "--db-name", f"wgbench_smoke_{tag}", "--prefix", f"wgbench_smoke_{tag}",
+         "--redis-url", TEST_REDIS_URL, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads((tmp_path / "web_sqlite_workers.json").read_text())
+    assert figures["workers"] == 2
+    assert {r["phase"] for r in figures["results"]} >= {"bare", "poll_304", "full"}
+    assert all(r["rps"] > 0 for r in figures["results"])
+    assert not (tmp_path / "web_sqlite.json").exists()  # the one-process figures stay apart
+
+
 def test_web_bench_against_an_unreachable_url_fails_clearly(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
