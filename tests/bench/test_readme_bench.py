@@ -163,7 +163,7 @@ def test_rows_carry_figures_ceilings_ratios_targets_and_verdicts(tmp_path: Path)
     assert (
         "Machine: 2 CPUs (AMD EPYC, x86_64), Python 3.11.7, Redis 7.0.15, PostgreSQL 15.20. "
         "Load average at start: queue 0.42; tick PostgreSQL not recorded; "
-        "tick SQLite not recorded; web 1.5; game 0.9. Finished on 2026-01-10 to 2026-01-11."
+        "tick SQLite not recorded; web SQLite 1.5; game 0.9. Finished on 2026-01-10 to 2026-01-11."
     ) in block
     assert "left out" not in block
 
@@ -312,4 +312,4 @@ def test_a_several_process_web_run_is_shown_beside_the_one_process_run(tmp_path:
     for processes in ("1 process", "2 processes"):
         setup = f"web, SQLite bench server, {processes}, 100 connections"
         assert rows[f"{setup}: snapshot poll answered 304"][0] == "17,083 req/s, p99 44 ms"
-    assert "web 1.5; web (processes) 1.5" in block
+    assert "web SQLite 1.5; web SQLite processes 1.5" in block
