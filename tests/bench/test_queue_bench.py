@@ -60,9 +60,12 @@ def test_queue_bench_game_handlers_run_real_marches(
     db: str, processes: int, tmp_path: Path
 ) -> None:
     prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
+    # enough arrivals that PostgreSQL's CPU time is several clock ticks (10 ms each) on a
+    # fast host: at ~55 µs an arrival, 150 could round to zero
+    arrivals = 1_200
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", "150",
-         "--villages", "100", "--partitions", "4", "--db", db, "--db-name", prefix,
+        [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", str(arrivals),
+         "--villages", "400", "--partitions", "4", "--db", db, "--db-name", prefix,
          "--prefix", prefix, "--pg-admin-url", TEST_PG_ADMIN_URL, "--redis-url",
          TEST_REDIS_URL, "--out", str(tmp_path), "--processes", str(processes)],
         capture_output=True, text=True, timeout=120,
@@ -70,9 +73,9 @@ def test_queue_bench_game_handlers_run_real_marches(
     assert proc.returncode == 0, proc.stderr
     figures = json.loads((tmp_path / f"queue_game_{db}.json").read_text())
     counts = figures["counts"]
-    assert counts["processed_marches"] == 150  # every arrival ran once
-    assert counts["reports"] == 300  # a battle report for each side
-    assert 0 < counts["return_marches"] <= 150  # survivors walk home with their loot
+    assert counts["processed_marches"] == arrivals  # every arrival ran once
+    assert counts["reports"] == 2 * arrivals  # a battle report for each side
+    assert 0 < counts["return_marches"] <= arrivals  # survivors walk home with their loot
     assert figures["game_events_per_s"] > 0 and figures["durable_noop_per_s"] > 0
     assert figures["processes"] == processes
     cpu = figures["cpu_us_per_event"]
