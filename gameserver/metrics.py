@@ -36,8 +36,8 @@ class QueueMetrics:
         self.held_back = Counter(
             "gameserver_queue_held_back",
             "Events put back because they ran ahead of the lookahead barrier",
-            ["partition"],
-            registry=registry,
+            part,
+            registry=r,
         )
         self.depth = Gauge(
             "gameserver_queue_depth", "Events waiting (any due time)", part, registry=r

@@ -4,11 +4,13 @@ what already ran elsewhere; held events keep their due time (game time)."""
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from db.models import ScheduledEvent
+from gameserver.metrics import QueueMetrics
 from gameserver.queue import Event, EventQueue, NewEvent
 from gameserver.queue.durable import HOLD_MAX_LAG_MS, add_durable_events
 from gameserver.queue.handlers import HandlerContext, HandlerRegistry
@@ -87,3 +89,10 @@ async def test_a_stuck_event_holds_nothing_back(
 
 async def _ran(seen: list, n: int) -> bool:  # type: ignore[type-arg]
     return len(seen) >= n
+
+
+def test_held_back_events_are_counted_in_the_task_servers_registry() -> None:
+    metrics = QueueMetrics()
+    metrics.held_back.labels("0").inc(3)
+    served = generate_latest(metrics.registry).decode()
+    assert 'gameserver_queue_held_back_total{partition="0"} 3.0' in served
