@@ -390,7 +390,9 @@ async def _asyncpg_rows(conn: AsyncConnection, ids: Sequence[int]) -> Sequence[S
             compiled.string, *_params(compiled, conn.dialect, ids)
         )
     except Exception:
-        return (await conn.execute(SNAPSHOT_STATEMENT, {"ids": list(ids)})).all()
+        return (
+            await conn.execute(SNAPSHOT_STATEMENT, {"ids": _ids_value(conn.dialect, ids)})
+        ).all()
 
 
 def _add_troops(
