@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Update, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from tqdm import tqdm
 
@@ -85,25 +85,28 @@ async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
             await conn.execute(text("VACUUM ANALYZE village_stock"))
 
 
-async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> int:
+async def _alone(engine: AsyncEngine, statement: Update | str) -> None:
+    """Run one statement in its own transaction, committed like a tick's (no WAL wait)."""
     async with engine.connect() as conn, conn.begin():
         if conn.dialect.name == "postgresql":
             await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-        result = await conn.execute(bare_tick_statement(shard, now_ms))
-    return int(result.rowcount or 0)
+        if isinstance(statement, str):
+            await conn.exec_driver_sql(statement)
+        else:
+            await conn.execute(statement)
+
+
+async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> None:
+    await _alone(engine, bare_tick_statement(shard, now_ms))
 
 
 async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
     """Run our shard statement as literal SQL the way ``_bare`` runs its own; returns the
     seconds (compiling it is left out)."""
-    dialect = engine.dialect
-    statement = tick_statement(shard, now_ms, dialect.name)
-    sql = str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+    statement = tick_statement(shard, now_ms, engine.dialect.name)
+    sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     started = time.perf_counter()
-    async with engine.connect() as conn, conn.begin():
-        if dialect.name == "postgresql":
-            await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-        await conn.exec_driver_sql(sql)
+    await _alone(engine, sql)
     return time.perf_counter() - started
 
 
