@@ -22,10 +22,15 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from common.settings import Settings, load_settings
+from common.settings import Settings, env_variables, load_settings
 from db.engine import create_engine
 from db.migrate import upgrade
 from db.models import Base
+
+# The tests choose every setting themselves: a shell that exports GAME, REDIS_PREFIX or
+# a port for a world of its own must not leak into them (or into their subprocesses).
+for _name in env_variables():
+    os.environ.pop(_name, None)
 
 # No deadlines: a loaded 2-core machine makes examples slow, and speed is bench/'s business.
 hypothesis_settings.register_profile("project", deadline=None)
@@ -121,8 +126,14 @@ def redis_prefix() -> str:
 
 @pytest.fixture
 def settings(db_url: str, redis_prefix: str) -> Settings:
+    """This test's world. No fixed port: other worlds on this machine (a ``make run`` on
+    9100 and 8080) must not decide whether a test's task server can start."""
     return load_settings(
-        database_url=db_url, redis_url=TEST_REDIS_URL, redis_prefix=redis_prefix, tick_shards=4
+        database_url=db_url,
+        redis_url=TEST_REDIS_URL,
+        redis_prefix=redis_prefix,
+        tick_shards=4,
+        gameserver_metrics_port=0,
     )
 
 

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +119,23 @@ async def workers(redis: Redis, redis_prefix: str) -> AsyncIterator[Workers]:
     await w.stop()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 20.0) -> None:
-    """Wait until ``check()`` is true (fails after ``timeout_s``: never a timed assertion)."""
+async def eventually(
+    check: Callable[[], Awaitable[bool]],
+    timeout_s: float = 20.0,
+    *,
+    alive: Sequence[asyncio.Task[Any]] = (),
+) -> None:
+    """Wait until ``check()`` is true (fails after ``timeout_s``: never a timed assertion).
+
+    ``alive`` are the tasks doing the work (a task server, say): if one of them ends, the
+    condition will not come, and its exception (or its end) fails the wait at once.
+    """
     deadline = time.monotonic() + timeout_s
     while not await check():
+        for task in alive:
+            if task.done():
+                failure = None if task.cancelled() else task.exception()
+                raise AssertionError(f"{task.get_name()} ended while waiting: {failure!r}")
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not reached in {timeout_s} s")
         await asyncio.sleep(0.02)

@@ -55,7 +55,7 @@ async def test_attack_send_arrive_battle_report_return_home(
     builtin.register(registry)
     game_handlers.register(registry, game_settings)
     server = TaskServer(game_settings, registry)
-    running = asyncio.create_task(server.run())
+    running = asyncio.create_task(server.run(), name="task server")
     try:
         async with engine.begin() as conn, AsyncSession(conn) as session:
             await add_troops(session, alice["village_id"], alice["village_id"], {"imperian": 40})
@@ -76,7 +76,7 @@ async def test_attack_send_arrive_battle_report_return_home(
             async with engine.connect() as conn:
                 return len((await conn.execute(select(Report.id))).all()) == 2
 
-        await eventually(reports_filed, 60)
+        await eventually(reports_filed, 60, alive=[running])
         async with engine.connect() as conn:
             reports = (
                 await conn.execute(select(Report.player_id, Report.body).order_by(Report.player_id))
@@ -98,7 +98,7 @@ async def test_attack_send_arrive_battle_report_return_home(
                     await conn.execute(select(March.id).where(March.id == march_id))
                 ).first() is None
 
-        await eventually(troops_home, 60)
+        await eventually(troops_home, 60, alive=[running])
         async with engine.connect() as conn:
             home = dict(
                 (
