@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 
@@ -18,6 +20,7 @@ from common.node_lease import NODE_COOLDOWN_MS, node_keys
 from common.settings import Settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
+from gameserver.leases import LeaseManager
 from gameserver.queue import Event, EventQueue, NewEvent
 from gameserver.queue.durable import add_durable_events
 from gameserver.queue.handlers import HandlerContext, HandlerRegistry
@@ -279,3 +282,44 @@ async def test_the_task_server_leases_its_id_node_while_it_runs(
     # handed back: free again after a short cooldown
     expiry = await redis.zscore(expiries, str(node))
     assert expiry is not None and expiry <= SYSTEM_CLOCK.now_ms() + NODE_COOLDOWN_MS + 1_000
+
+
+async def test_partitions_without_a_live_owner_are_named_in_a_warning(
+    small: Settings, redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every task server died (or none ever started): nobody runs those partitions' events.
+    A server that sees partitions nobody holds for a few seconds says which."""
+    server = TaskServer(small, _registry())
+    # a member of the partition group that holds nothing: the four partitions are orphans
+    server.leases = LeaseManager(redis, prefix=small.redis_prefix, group="queue", count=4)
+    caplog.set_level(logging.WARNING, logger="gameserver.taskserver")
+    await server._check_owners(100.0)  # the first look starts the count
+    assert not caplog.records and server.metrics.unowned._value.get() == 4
+    await server._check_owners(106.0)
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "partitions [0, 1, 2, 3] have had no live task server for 6 s" in warning
+    await server.leases.heartbeat()  # now it holds them all
+    await server._check_owners(107.0)
+    assert server.metrics.unowned._value.get() == 0
+
+
+async def test_a_task_server_that_cannot_start_fails_a_wait_at_once(
+    settings: Settings, small: Settings
+) -> None:
+    """Why the end-to-end test waited 60 s for a raid beside a ``make run`` world: its task
+    server could not bind the default metrics port (that world had it), ended at start,
+    and the test waited for a march no server would run. Test worlds bind no fixed port
+    now, and a wait names the server that ended instead of timing out."""
+    assert settings.gameserver_metrics_port == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = TaskServer(small.model_copy(update={"gameserver_metrics_port": port}), _registry())
+        task = asyncio.create_task(server.run(), name="task server")
+
+        async def never() -> bool:
+            return False
+
+        with pytest.raises(AssertionError, match="task server ended while waiting: FatalError"):
+            await eventually(never, 60, alive=[task])
