@@ -127,7 +127,7 @@ async def run_rotations(
                     started = time.perf_counter()
                     if which == "ours":
                         async with engine.connect() as conn:
-                            rows = await tick_shard(conn, shard, at)
+                            rows = (await tick_shard(conn, shard, at)).rows
                         figures.ours_s.append(time.perf_counter() - started)
                         figures.rows.append(rows)
                     elif which == "bare":

@@ -180,7 +180,10 @@ class ScheduledEvent(Base):
     """
 
     __tablename__ = "scheduled_events"
-    __table_args__ = (Index("ix_scheduled_events_due", "due_ms"),)
+    __table_args__ = (
+        Index("ix_scheduled_events_due", "due_ms"),
+        Index("ix_scheduled_events_village_due", "village_id", "due_ms"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     kind: Mapped[str] = mapped_column(String(32))
@@ -189,6 +192,11 @@ class ScheduledEvent(Base):
     priority: Mapped[int] = mapped_column(SmallInteger, default=0)
     payload: Mapped[bytes] = mapped_column(LargeBinary)
     created_ms: Mapped[int]
+    # failed runs so far, the last one's error, and when it went to the dead letters
+    # (``db.events``: what a failing or dead event still holds back)
+    attempts: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(String(200), default=None)
+    dead_ms: Mapped[int | None] = mapped_column(BigInteger, default=None)
 
 
 class ProcessedEvent(Base):

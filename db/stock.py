@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -26,12 +27,12 @@ from sqlalchemy import (
     bindparam,
     func,
     literal,
-    select,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from db.models import ScheduledEvent, VillageStock
+from db.events import PendingHead, earliest_pending, overdue_villages
+from db.models import VillageStock
 
 RESOURCES = ("wood", "clay", "iron", "crop")
 SHRINKING = frozenset({"crop"})  # resources whose rate may be negative
@@ -113,14 +114,17 @@ def _tick_parameters(shard: int, now_ms: int, held: Sequence[int]) -> dict[str, 
 # Past this many villages with overdue events a tick is skipped: the queue is
 # catching up, and a skipped tick loses nothing (the next one covers its dt).
 MAX_HELD_VILLAGES = 5_000
-# An event overdue by more than this is stuck (dead-lettered) rather than late: the
-# horizon stops waiting for it, and only its own village is held.
-HORIZON_MAX_LAG_MS = 6 * 3_600_000
+
+
+async def horizon_head(db: AsyncSession | AsyncConnection, now_ms: int) -> PendingHead | None:
+    """The pending event that bounds the settle horizon at ``now_ms`` (None: nothing does)."""
+    head = await earliest_pending(db)
+    return head if head is not None and head.due_ms < now_ms else None
 
 
 async def settle_horizon(db: AsyncSession | AsyncConnection, now_ms: int) -> int:
     """How far the tick (or a command) may settle stocks: ``now_ms``, or the due time of the
-    earliest pending event if that is earlier.
+    earliest healthy pending event (``db.events``) if that is earlier.
 
     A running event's follow-ups (the news of a battle reaching the attacker's home, a
     return with loot) may change production in other villages at times between its due
@@ -128,22 +132,8 @@ async def settle_horizon(db: AsyncSession | AsyncConnection, now_ms: int) -> int
     due no earlier than the event that makes it, so settling no village past the earliest
     pending due time keeps every such change exact, however late the queue runs.
     """
-    earliest = await earliest_pending_due(db, since_ms=now_ms - HORIZON_MAX_LAG_MS)
-    return now_ms if earliest is None else min(now_ms, earliest)
-
-
-async def earliest_pending_due(db: AsyncSession | AsyncConnection, since_ms: int) -> int | None:
-    """The due time of the earliest pending event due at ``since_ms`` or later (None: none).
-
-    Rows of events running in other transactions stay visible until those commit, so
-    this is a lower bound of every due time a follow-up can still be given.
-    """
-    earliest = (
-        await db.execute(
-            select(func.min(ScheduledEvent.due_ms)).where(ScheduledEvent.due_ms >= since_ms)
-        )
-    ).scalar()
-    return None if earliest is None else int(earliest)
+    head = await horizon_head(db, now_ms)
+    return now_ms if head is None else head.due_ms
 
 
 async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:
@@ -152,13 +142,7 @@ async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:
     The tick must not move such a village past that event's due time, or the
     production change the event makes would apply late.
     """
-    rows = await conn.execute(
-        select(ScheduledEvent.village_id)
-        .where(ScheduledEvent.due_ms <= now_ms)
-        .distinct()
-        .limit(MAX_HELD_VILLAGES + 1)
-    )
-    held = [r[0] for r in rows]
+    held = await overdue_villages(conn, now_ms, MAX_HELD_VILLAGES + 1)
     return None if len(held) > MAX_HELD_VILLAGES else held
 
 
@@ -172,9 +156,18 @@ def bare_tick_statement(shard: int, now_ms: int) -> Update:
     )
 
 
-async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
-    """Run one shard's tick in its own transaction, up to ``settle_horizon``; returns the
-    rows updated.
+@dataclass(frozen=True, slots=True)
+class ShardTick:
+    """What one shard's tick did: ``rows`` settled at ``horizon_ms`` (``now_ms`` unless the
+    earliest pending event, ``head``, was due earlier)."""
+
+    rows: int
+    horizon_ms: int
+    head: PendingHead | None
+
+
+async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> ShardTick:
+    """Run one shard's tick in its own transaction, up to ``settle_horizon``.
 
     On PostgreSQL the commit does not wait for the WAL flush: a tick lost in a
     crash is recomputed by the next one (dt per row), so it needs no durability.
@@ -185,14 +178,15 @@ async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> int:
             await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             # never queue for long behind a command's row lock: the next rotation catches up
             await conn.exec_driver_sql("SET LOCAL lock_timeout = '500ms'")
-        horizon = await settle_horizon(conn, now_ms)
+        head = await horizon_head(conn, now_ms)
+        horizon = now_ms if head is None else head.due_ms
         held = await held_villages(conn, horizon)  # stuck events' villages, and those due now
         if held is None:
-            return 0
+            return ShardTick(0, horizon, head)
         result = await conn.execute(
             _prepared_tick(dialect, bool(held)), _tick_parameters(shard, horizon, held)
         )
-    return int(result.rowcount or 0)
+    return ShardTick(int(result.rowcount or 0), horizon, head)
 
 
 def _dialect(db: AsyncSession | AsyncConnection) -> str:

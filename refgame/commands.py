@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
-from sqlalchemy import exists, insert, select, update
+from sqlalchemy import insert, select, update
 
 from common.amounts import to_fixed
+from db import events as pending
 from db import stock
-from db.models import BuildOrder, March, ScheduledEvent, TrainingOrder
+from db.models import BuildOrder, March, TrainingOrder
 from refgame import state
 from refgame.buildings import plan_build
 from refgame.errors import (
@@ -51,15 +52,9 @@ async def own_village(tx: CommandTx, player_id: int, village_id: int) -> state.V
 
 
 async def require_settled(tx: CommandTx, village_id: int) -> None:
-    """Refuse to settle a village at *now* while one of its events is overdue."""
-    overdue = await tx.session.execute(
-        select(
-            exists().where(
-                ScheduledEvent.village_id == village_id, ScheduledEvent.due_ms <= tx.now_ms
-            )
-        )
-    )
-    if overdue.scalar():
+    """Refuse to settle a village at *now* while one of its events is overdue (a dead one
+    aside: it waits for an operator, the village does not)."""
+    if await pending.village_has_overdue(tx.session, village_id, tx.now_ms):
         raise EventsPending("this village has events finishing right now; retry in a moment")
 
 

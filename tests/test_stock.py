@@ -84,7 +84,7 @@ async def test_stock_is_capped_and_never_negative(engine) -> None:
 async def test_tick_of_an_empty_shard_changes_nothing(engine) -> None:
     await _make_villages(engine, 3, shards=4)  # ids 1..3: shard 0 is empty
     async with engine.connect() as conn:
-        assert await stock.tick_shard(conn, 0, T0 + 1000) == 0
+        assert (await stock.tick_shard(conn, 0, T0 + 1000)).rows == 0
     assert (await _stocks(engine))[1] == closed_form(1, T0)
 
 
@@ -134,18 +134,18 @@ async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
 async def test_tick_settles_no_village_past_the_earliest_pending_event(engine) -> None:
     """A pending event's follow-ups may change any village's production from its due time
     on: the tick stops there (the horizon), and holds the event's own village before it.
-    An event overdue beyond ``HORIZON_MAX_LAG_MS`` is stuck: only its village waits."""
+    A failing event holds only its own village; a dead one holds nothing (``db.events``)."""
     from db.models import ScheduledEvent
 
     await _make_villages(engine, 8, shards=1)
 
-    async def pending(village_id: int, due_ms: int) -> None:
+    async def pending(village_id: int, due_ms: int, **state: int) -> None:
         async with engine.begin() as conn:
             await conn.execute(delete(ScheduledEvent))
             await conn.execute(
                 insert(ScheduledEvent).values(
                     id=village_id, kind="build_done", village_id=village_id, due_ms=due_ms,
-                    priority=0, payload=b"", created_ms=T0,
+                    priority=0, payload=b"", created_ms=T0, **state,
                 )
             )  # fmt: skip
 
@@ -160,7 +160,11 @@ async def test_tick_settles_no_village_past_the_earliest_pending_event(engine) -
     assert updated[3] == T0  # held until its event has run
     assert all(updated[v] == T0 + 500 for v in updated if v != 3)  # the horizon
 
-    await pending(5, T0 + 1000 - stock.HORIZON_MAX_LAG_MS - 1)  # stuck, e.g. dead-lettered
+    await pending(5, T0 + 1000, attempts=1)  # failing: it waits for a retry
     updated = await tick(T0 + 2000)
     assert updated[5] == T0 + 500 and updated[3] == T0 + 2000
     assert all(updated[v] == T0 + 2000 for v in updated if v != 5)
+
+    await pending(5, T0 + 1000, attempts=5, dead_ms=T0 + 1500)  # dead: it waits for an operator
+    updated = await tick(T0 + 3000)
+    assert all(updated[v] == T0 + 3000 for v in updated)

@@ -20,6 +20,7 @@ from sqlalchemy import delete
 from common.clock import SYSTEM_CLOCK
 from common.errors import FatalError
 from common.settings import Settings, load_settings
+from db import events as pending
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent
 from gameserver.queue.eventqueue import EventQueue
@@ -150,9 +151,18 @@ def requeue(ctx: click.Context, event_ids: tuple[int, ...], everything: bool) ->
     if not event_ids and not everything:
         raise click.UsageError("name event ids or pass --all")
 
-    async def work(queue: EventQueue, _: Settings) -> int:
+    async def work(queue: EventQueue, settings: Settings) -> int:
+        targets = await _targets(queue, event_ids, everything)
+        durable = [d.id for d in targets if d.event is not None and d.event.durable]
+        if durable:  # the row first: a worker runs a dead row's event to no effect
+            engine = create_engine(settings)
+            try:
+                async with session_factory(engine)() as session, session.begin():
+                    await pending.revive(session, durable)
+            finally:
+                await engine.dispose()
         done = 0
-        for d in await _targets(queue, event_ids, everything):
+        for d in targets:
             if await queue.requeue_dead(d.partition, d.id):
                 done += 1
             else:

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
-from db import stock
+from db.events import HOLDS_VILLAGE
 from db.models import ProcessedEvent, ScheduledEvent
 from gameserver.queue import codec
 from gameserver.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
@@ -113,14 +113,32 @@ async def reschedule_durable(session: AsyncSession, event_id: int, due_ms: int) 
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-# A pending event overdue by more than this is stuck (dead-lettered, or its batch lost
-# with a process for longer than any lease): the lookahead barrier stops waiting for it.
-HOLD_MAX_LAG_MS = 60_000
+async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) -> dict[int, Event]:
+    """Per village of ``events``: the first pending event (in run order) that holds the
+    village (``db.events``), is not one of ``events`` and is due no later than the last
+    of them.
 
-
-async def earliest_pending_due(session: AsyncSession, now_ms: int) -> int | None:
-    """The due time of the earliest pending durable event not yet stuck (None: none)."""
-    return await stock.earliest_pending_due(session, since_ms=now_ms - HOLD_MAX_LAG_MS)
+    It runs before the village's events in the batch that come after it. Redis may lack
+    it for a moment (its creator committed and has not indexed it yet, a Redis restart,
+    an index that failed) or hold it for a retry, so the batch alone cannot tell.
+    """
+    if not events:
+        return {}
+    villages = sorted({e.village_id for e in events})
+    rows = await session.execute(
+        select(ScheduledEvent)
+        .where(
+            ScheduledEvent.village_id.in_(villages),
+            ScheduledEvent.due_ms <= max(e.due_ms for e in events),
+            ScheduledEvent.id.not_in([e.id for e in events]),
+            HOLDS_VILLAGE,
+        )
+        .order_by(ScheduledEvent.due_ms, ScheduledEvent.priority, ScheduledEvent.id)
+    )
+    first: dict[int, Event] = {}
+    for row in rows.scalars():
+        first.setdefault(row.village_id, row_to_event(row))
+    return first
 
 
 def row_to_event(row: ScheduledEvent) -> Event:
@@ -144,7 +162,9 @@ async def take_events(
     Durable events run only if this transaction deleted their row. A row with
     a due time still ahead was rescheduled after Redis handed the event out:
     it is deferred to that time. A missing row means the event already ran
-    or was cancelled. In-memory events run unless ``processed_events`` has them.
+    or was cancelled; a dead row (``db.events``) waits for an operator, so its
+    stray copy does nothing either. In-memory events run unless
+    ``processed_events`` has them.
     """
     durable_ids = [e.id for e in events if e.durable]
     deleted: set[int] = set()
@@ -152,14 +172,22 @@ async def take_events(
     if durable_ids:
         result = await session.execute(
             delete(ScheduledEvent)
-            .where(ScheduledEvent.id.in_(durable_ids), ScheduledEvent.due_ms <= now_ms)
+            .where(
+                ScheduledEvent.id.in_(durable_ids),
+                ScheduledEvent.due_ms <= now_ms,
+                ScheduledEvent.dead_ms.is_(None),
+            )
             .returning(ScheduledEvent.id)
         )
         deleted = set(result.scalars())
         if len(deleted) != len(durable_ids):
             rest = [i for i in durable_ids if i not in deleted]
             rows = await session.execute(
-                select(ScheduledEvent.id, ScheduledEvent.due_ms).where(ScheduledEvent.id.in_(rest))
+                select(ScheduledEvent.id, ScheduledEvent.due_ms).where(
+                    ScheduledEvent.id.in_(rest),
+                    ScheduledEvent.due_ms > now_ms,
+                    ScheduledEvent.dead_ms.is_(None),
+                )
             )
             later = {event_id: due for event_id, due in rows}
             deferred = [(e, later[e.id]) for e in events if e.id in later]

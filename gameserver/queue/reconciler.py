@@ -98,7 +98,7 @@ class Reconciler:
         while True:
             query = (
                 select(ScheduledEvent.id, ScheduledEvent.village_id)
-                .where(ScheduledEvent.id > after)
+                .where(ScheduledEvent.id > after, ScheduledEvent.dead_ms.is_(None))
                 .order_by(ScheduledEvent.id)
                 .limit(self.chunk)
             )
@@ -122,7 +122,9 @@ class Reconciler:
                 async with self.sessions() as session:
                     found = (
                         await session.execute(
-                            select(ScheduledEvent).where(ScheduledEvent.id.in_(lacking))
+                            select(ScheduledEvent).where(
+                                ScheduledEvent.id.in_(lacking), ScheduledEvent.dead_ms.is_(None)
+                            )
                         )
                     ).scalars()
                     events = [row_to_event(row) for row in found]

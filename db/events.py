@@ -1,0 +1,132 @@
+"""Pending events as the database sees them, and what each one holds back.
+
+This is the one definition of a *stuck* event. A pending event (a
+``scheduled_events`` row) is one of:
+
+- **healthy**: it has never failed. Until it has run, nothing in the world is
+  settled past its due time (the tick and commands stop at the *settle
+  horizon*), and no event runs more than the game's lookahead after it (the
+  worker's barrier): its follow-ups may still land anywhere at any time from
+  its due time on.
+- **failing**: its handler raised and it waits for a retry. Only its own
+  village waits for it (its later events, its spends); the rest of the world
+  goes on, and a follow-up it makes into another village once it succeeds
+  may apply late there. A bug must not freeze the world.
+- **dead**: it failed for the last time (or its kind is unknown). It holds
+  nothing back, not even its own village, until an operator requeues it
+  (then it is healthy again) or drops it.
+
+A row's ``attempts`` and ``dead_ms`` say which; the worker writes them
+before it moves the event in Redis, so the database is never behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from db.models import ScheduledEvent
+
+ERROR_MAX_LEN = 200  # scheduled_events.last_error is VARCHAR(200)
+
+HOLDS_WORLD: ColumnElement[bool] = (ScheduledEvent.attempts == 0) & ScheduledEvent.dead_ms.is_(None)
+HOLDS_VILLAGE: ColumnElement[bool] = ScheduledEvent.dead_ms.is_(None)
+
+Db = AsyncSession | AsyncConnection
+
+
+@dataclass(frozen=True, slots=True)
+class PendingHead:
+    """The earliest healthy pending event: nothing is settled past its due time."""
+
+    id: int
+    kind: str
+    village_id: int
+    due_ms: int
+
+
+async def earliest_pending(db: Db) -> PendingHead | None:
+    """The earliest healthy pending event (None: none).
+
+    Rows of events running in other transactions stay visible until those commit, so
+    its due time is a lower bound of every due time a follow-up can still be given.
+    """
+    row = (
+        await db.execute(
+            select(
+                ScheduledEvent.id,
+                ScheduledEvent.kind,
+                ScheduledEvent.village_id,
+                ScheduledEvent.due_ms,
+            )
+            .where(HOLDS_WORLD)
+            .order_by(ScheduledEvent.due_ms)
+            .limit(1)
+        )
+    ).first()
+    return None if row is None else PendingHead(int(row[0]), str(row[1]), int(row[2]), int(row[3]))
+
+
+async def overdue_villages(db: Db, now_ms: int, limit: int) -> list[int]:
+    """Villages with an event due by ``now_ms`` that holds them and has not run (at most
+    ``limit`` of them)."""
+    rows = await db.execute(
+        select(ScheduledEvent.village_id)
+        .where(ScheduledEvent.due_ms <= now_ms, HOLDS_VILLAGE)
+        .distinct()
+        .limit(limit)
+    )
+    return [int(r[0]) for r in rows]
+
+
+async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
+    """Has ``village_id`` an event due by ``now_ms`` that holds it and has not run?"""
+    found = await db.execute(
+        select(ScheduledEvent.id)
+        .where(
+            ScheduledEvent.village_id == village_id,
+            ScheduledEvent.due_ms <= now_ms,
+            HOLDS_VILLAGE,
+        )
+        .limit(1)
+    )
+    return found.first() is not None
+
+
+def _error(text: str) -> str:
+    return text if len(text) <= ERROR_MAX_LEN else text[: ERROR_MAX_LEN - 1] + "…"
+
+
+async def mark_failed(db: Db, failures: Sequence[tuple[int, int, str]]) -> None:
+    """Record failed runs: (event id, attempts so far, error) per event."""
+    for event_id, attempts, error in failures:
+        await db.execute(
+            update(ScheduledEvent)
+            .where(ScheduledEvent.id == event_id)
+            .values(attempts=attempts, last_error=_error(error))
+        )
+
+
+async def mark_dead(db: Db, dead: Sequence[tuple[int, int, str]], now_ms: int) -> None:
+    """Record events that failed for the last time: (event id, attempts, error) per event."""
+    for event_id, attempts, error in dead:
+        await db.execute(
+            update(ScheduledEvent)
+            .where(ScheduledEvent.id == event_id)
+            .values(attempts=attempts, last_error=_error(error), dead_ms=now_ms)
+        )
+
+
+async def revive(db: Db, event_ids: Sequence[int]) -> int:
+    """Make dead or failing events healthy again (an operator's requeue); returns how many."""
+    if not event_ids:
+        return 0
+    result = await db.execute(
+        update(ScheduledEvent)
+        .where(ScheduledEvent.id.in_(list(event_ids)))
+        .values(attempts=0, last_error=None, dead_ms=None)
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
