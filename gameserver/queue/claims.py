@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from gameserver.queue.eventqueue import _CLAIM, EventQueue
 from gameserver.queue.events import Claim
@@ -48,18 +48,25 @@ class ClaimLine:
                 await asyncio.sleep(0)
 
     async def receive(self) -> tuple[bytes, list[bytes], list[Any]]:
-        """(token, the batches it acked, raw reply) of the oldest claim sent."""
-        token, ack, request = self._sent[0]
+        """(token, the batches it acked, raw reply) of the oldest claim sent.
+
+        An error reply (a key of the wrong type, say) raises and leaves the line in step
+        for the claims sent after it; a broken line raises and forgets them all.
+        """
+        token, ack, request = self._sent.pop(0)
         if self._line is None:
-            reply = await request
-        else:
-            try:
-                reply = await self._line.read()
-            except NoScriptError:  # Redis restarted: load the script and ask again
-                await _CLAIM.load(self.queue.redis)
-                await self._line.send(request)
-                reply = await self._line.read()
-        self._sent.pop(0)
+            return token, ack, await request
+        try:
+            reply = await self._line.read()
+        except NoScriptError:  # Redis restarted: load the script and ask again
+            await _CLAIM.load(self.queue.redis)
+            await self._line.send(request)
+            reply = await self._line.read()
+        except ResponseError:
+            raise
+        except BaseException:
+            self._sent.clear()  # the line closed: no reply will come for them
+            raise
         return token, ack, reply
 
     def decode(self, token: bytes, reply: list[Any]) -> Claim:

@@ -454,11 +454,9 @@ class EventQueue:
         return await self._move(partition, token, entries)
 
     async def hold(self, partition: int, token: bytes, events: Sequence[Event]) -> int:
-        """Put events of batch ``token`` back to *due* as they were (due time, place in the
+        """Put events of batch ``token`` back to *due* as they were (blob, score, place in the
         run order, attempts): not a failure, not a reschedule."""
-        entries: list[list[Any]] = [
-            [codec.member(e.priority, e.id), e.due_ms, codec.encode_event(e), b""] for e in events
-        ]
+        entries: list[list[Any]] = [[codec.member(e.priority, e.id), -2, b"", b""] for e in events]
         return await self._move(partition, token, entries)
 
     # --- cancel and reschedule -------------------------------------------------

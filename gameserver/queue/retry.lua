@@ -1,7 +1,8 @@
 -- Take failed events out of an in-flight batch: back to *due* (a retry) or to *dead*.
 -- KEYS: due, byid, batches, dead, deadinfo
 -- ARGV: now ms, batch token, msgpack array of {member (the blob's first 22 bytes),
---       due ms or -1 for dead, new blob or '' to keep the batch's blob, dead info or ''}
+--       score: due ms, -1 for dead, or -2 for the score in the blob's header (back as it was),
+--       new blob or '' to keep the batch's blob, dead info or ''}
 -- Returns the number of events moved; 0 when the batch is no longer ours (it expired).
 --@include _split.lua
 local batch = redis.call('HGET', KEYS[3], ARGV[2])
@@ -18,7 +19,9 @@ for _, e in ipairs(cmsgpack.unpack(ARGV[3])) do
     blobs[i] = false
     at[e[1]] = nil
     local id = string.sub(b, 7, 22)
-    if e[2] >= 0 then
+    if e[2] == -2 then
+      redis.call('ZADD', KEYS[1], tonumber(string.sub(b, 23, 35)) or 0, b)
+    elseif e[2] >= 0 then
       redis.call('ZADD', KEYS[1], e[2], b)
     else
       redis.call('ZADD', KEYS[4], ARGV[1], b)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import operator
@@ -15,10 +16,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.snapshot_versions import bump_versions
+from db import events as pending
 from db.engine import is_database_outage
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
-from gameserver.queue import durable
+from gameserver.queue import codec, durable
 from gameserver.queue.claims import ClaimLine
 from gameserver.queue.eventqueue import EventQueue, check_new_event
 from gameserver.queue.events import Claim, Event, NewEvent
@@ -27,7 +29,10 @@ from gameserver.queue.policy import RetryPolicy
 
 log = logging.getLogger(__name__)
 _is_durable = operator.attrgetter("durable")
+_run_order = operator.attrgetter("due_ms", "priority", "id")
 _ACK_BEFORE_SLEEP_MS = 50  # a longer sleep acks the last batch first instead of later
+HOLD_WARN_MS = 5_000  # a partition holding events back this long says why in a warning
+HOLD_WARN_EVERY_MS = 60_000  # ... and again this often while it lasts
 
 _DEAD_NOW = RetryPolicy(max_attempts=1)  # unknown kinds: no point in retrying on this process
 
@@ -38,15 +43,26 @@ class _Outcome:
 
     failures: list[tuple[Event, str, RetryPolicy]] = field(default_factory=list)
     deferred: list[tuple[Event, int]] = field(default_factory=list)
-    held: list[Event] = field(default_factory=list)  # ahead of the lookahead barrier
+    held: list[Event] = field(default_factory=list)  # not to run yet (``_in_order``)
     follow_durable: list[Event] = field(default_factory=list)
     follow_memory: list[NewEvent] = field(default_factory=list)
     players: set[int] = field(default_factory=set)
     redelivered: int = 0
 
 
-# A partition whose events wait at the lookahead barrier claims again this much later.
+# A partition whose events were held back claims again this much later.
 HOLD_RETRY_MS = 100
+
+
+@dataclass(slots=True)
+class _Hold:
+    """Why a batch's events were put back: the event they wait for."""
+
+    reason: str  # "lookahead barrier" or "village order"
+    waiting_for: int  # event id
+    kind: str
+    village_id: int
+    due_ms: int
 
 
 class DatabaseUnavailable(Exception):
@@ -112,7 +128,9 @@ class PartitionWorker:
         self.drained = asyncio.Event()  # burst mode: nothing due is left
         self._stopping = False
         self._held: set[bytes] = set()  # tokens of our in-flight batches, renewed periodically
-        self._holding = False  # the last batch held events back at the lookahead barrier
+        self._holding = False  # the last batch held events back (``_in_order``)
+        self._hold_since: int | None = None  # clock ms the current run of holds began
+        self._hold_warned = 0  # clock ms of the last warning about it
         label = str(partition)
         self._claimed = self.metrics.claimed.labels(label)
         self._acked = self.metrics.acked.labels(label)
@@ -261,13 +279,11 @@ class PartitionWorker:
         if claim.bad:
             for member, reason in claim.bad:
                 log.error("partition %d: malformed entry %r: %s", p, member, reason)
+            await self._mark_dead_members(claim.bad)
             self._dead.inc(await q.bury(p, claim.token, claim.bad))
         out = _Outcome()
         n = len(events)
-        ahead = await self._ahead_of_barrier(events)
-        if ahead:  # a suffix: the batch is in run order
-            out.held = events[len(events) - ahead :]
-            events = events[: len(events) - ahead]
+        events, out.held = await self._in_order(events)
         i = 0
         while i < len(events):
             kind = events[i].kind
@@ -278,6 +294,14 @@ class PartitionWorker:
             i = j
             reg = self.registry.get(kind)
             if reg is None:
+                # the web tier and the task server load one game, which refuses to schedule
+                # kinds it does not handle: this one was written by something else
+                log.error(
+                    "partition %d: %d events of kind %r, which no handler of this game "
+                    "runs; sending them to the dead letters",
+                    p, len(group), kind[:64],
+                )  # fmt: skip
+                self.metrics.handler_failures.labels("(unknown)", "unknown_kind").inc(len(group))
                 for event in group:
                     out.failures.append((event, f"unknown event kind {kind!r}", _DEAD_NOW))
                 continue
@@ -287,18 +311,73 @@ class PartitionWorker:
             out.failures or out.deferred or out.held or out.follow_durable or out.follow_memory
         )
 
-    async def _ahead_of_barrier(self, events: list[Event]) -> int:
-        """How many of the batch's last events are due more than the registry's lookahead
-        after the earliest pending durable event (0 without a lookahead)."""
+    async def _in_order(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
+        """Split a claimed batch into (events to run now, in run order; events to put back).
+
+        An event is put back, as it was, when something may still have to run before it:
+        - *village order*: an earlier pending event of its village that the batch lacks
+          (Redis has not indexed it yet, lost it, or holds it for a retry). It is indexed
+          here at once (a no-op if Redis knows it), so it comes first next time.
+        - *lookahead barrier* (with ``registry.set_lookahead``): it is due more than the
+          lookahead after the earliest pending durable event of the world, whose
+          follow-ups may still land in its village before it.
+        """
+        if any(e.attempts for e in events):  # a retry is claimed at its backoff, not its due
+            events.sort(key=_run_order)
+        if self.sessions is None or not events:
+            return events, []
+        now = self.queue.clock.now_ms()
         lookahead = self.registry.lookahead_ms
-        if lookahead is None or self.sessions is None or not events:
-            return 0
         async with self.sessions() as session:
-            earliest = await durable.earliest_pending_due(session, self.queue.clock.now_ms())
-        if earliest is None:
-            return 0
-        limit = earliest + lookahead
-        return sum(1 for e in events if e.due_ms > limit)
+            head = await pending.earliest_pending(session) if lookahead else None
+            earlier = await durable.earlier_in_villages(session, events)
+        if head is None and not earlier:
+            self._note_hold(now, None, 0)
+            return events, []
+        limit = head.due_ms + lookahead if head is not None and lookahead else None
+        first = {v: _run_order(e) for v, e in earlier.items()}
+        run: list[Event] = []
+        held: list[Event] = []
+        why: _Hold | None = None
+        for event in events:
+            before = first.get(event.village_id)
+            if before is not None and _run_order(event) > before:
+                held.append(event)
+                if why is None:
+                    e = earlier[event.village_id]
+                    why = _Hold("village order", e.id, e.kind, e.village_id, e.due_ms)
+            elif limit is not None and event.due_ms > limit:
+                held.append(event)
+                if why is None and head is not None:
+                    why = _Hold(
+                        "lookahead barrier", head.id, head.kind, head.village_id, head.due_ms
+                    )
+            else:
+                run.append(event)
+        if earlier:
+            await self.queue.index(earlier.values())
+        self._note_hold(now, why, len(held))
+        return run, held
+
+    def _note_hold(self, now: int, why: _Hold | None, held: int) -> None:
+        """Track how long this partition has been holding events back; warn when long."""
+        if why is None:
+            self._hold_since = None
+            self.metrics.hold_seconds.labels(str(self.partition)).set(0)
+            return
+        if self._hold_since is None:
+            self._hold_since = now
+        waited = now - self._hold_since
+        self.metrics.hold_seconds.labels(str(self.partition)).set(waited / 1000)
+        if waited >= HOLD_WARN_MS and now - self._hold_warned >= HOLD_WARN_EVERY_MS:
+            self._hold_warned = now
+            self.metrics.long_holds.labels(why.reason).inc()
+            log.warning(
+                "partition %d: %d events held back for %.1f s (%s): waiting for event %d "
+                "(%s, village %d, due %d) to run first",
+                self.partition, held, waited / 1000, why.reason, why.waiting_for, why.kind,
+                why.village_id, why.due_ms,
+            )  # fmt: skip
 
     async def _run_group(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         if reg.max_batch is not None and len(group) > reg.max_batch:
@@ -380,10 +459,45 @@ class PartitionWorker:
         out.follow_durable.extend(follow)
         out.players.update(ctx.players)
 
+    async def _record_failures(self, failures: list[tuple[Event, str, RetryPolicy]]) -> None:
+        """Write failed and dead durable events to their rows before Redis moves them, so the
+        database never says an event holds more back than it does (``db.events``)."""
+        now = self.queue.clock.now_ms()
+        failed: list[tuple[int, int, str]] = []
+        dead: list[tuple[int, int, str]] = []
+        for event, error, policy in failures:
+            attempts = event.attempts + 1
+            if policy.gives_up(attempts):
+                log.warning(
+                    "partition %d: event %d (%s, village %d, due %d) goes to the dead letters "
+                    "after %d attempts: %s",
+                    self.partition, event.id, event.kind[:64], event.village_id, event.due_ms,
+                    attempts, error,
+                )  # fmt: skip
+                if event.durable:
+                    dead.append((event.id, attempts, error))
+            elif event.durable:
+                failed.append((event.id, attempts, error))
+        if self.sessions is not None and (failed or dead):
+            async with self.sessions() as session, session.begin():
+                await pending.mark_failed(session, failed)
+                await pending.mark_dead(session, dead, now)
+
+    async def _mark_dead_members(self, bad: list[tuple[bytes, str]]) -> None:
+        """Undecodable entries that carry the id of a durable event: its row is dead too."""
+        rows: list[tuple[int, int, str]] = []
+        for member, reason in bad:
+            with contextlib.suppress(ValueError):
+                rows.append((codec.split_member(member)[1], 0, reason))
+        if self.sessions is not None and rows:
+            async with self.sessions() as session, session.begin():
+                await pending.mark_dead(session, rows, self.queue.clock.now_ms())
+
     async def _finish(self, claim: Claim, out: _Outcome, n: int) -> None:
         q, p, token = self.queue, self.partition, claim.token
         failed = len(out.failures)
         if out.failures:
+            await self._record_failures(out.failures)
             by_policy: dict[RetryPolicy, list[tuple[Event, str]]] = {}
             for event, error, policy in out.failures:
                 by_policy.setdefault(policy, []).append((event, error))
