@@ -7,6 +7,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+_TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0)
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -35,8 +36,21 @@ class QueueMetrics:
         )
         self.held_back = Counter(
             "gameserver_queue_held_back",
-            "Events put back because they ran ahead of the lookahead barrier",
+            "Events put back because an earlier event had to run first (village order, "
+            "lookahead barrier)",
             part,
+            registry=r,
+        )
+        self.hold_seconds = Gauge(
+            "gameserver_queue_hold_seconds",
+            "How long the partition has been holding events back (0: it is not)",
+            part,
+            registry=r,
+        )
+        self.long_holds = Counter(
+            "gameserver_queue_long_holds",
+            "Warnings about events held back for longer than a few seconds",
+            ["reason"],
             registry=r,
         )
         self.depth = Gauge(
@@ -55,6 +69,11 @@ class QueueMetrics:
         self.held = Gauge(
             "gameserver_partitions_held", "Queue partitions this process owns", registry=r
         )
+        self.unowned = Gauge(
+            "gameserver_partitions_unowned",
+            "Queue partitions no live task server holds (their events wait)",
+            registry=r,
+        )
         self.latency = Histogram(
             "gameserver_handler_seconds",
             "Time of one handler call (a batch of events)",
@@ -71,6 +90,13 @@ class QueueMetrics:
         self.reconciled = Counter(
             "gameserver_reconciled", "Pending DB events re-indexed in Redis", registry=r
         )
+        self.crashes = Counter(
+            "gameserver_task_crashes",
+            "Background loops (leases, wake-ups, reconciler, tick leases) that crashed and "
+            "were restarted",
+            ["task"],
+            registry=r,
+        )
         self.redis_data_lost = Counter(
             "gameserver_redis_data_lost", "Partitions whose Redis marker vanished", registry=r
         )
@@ -79,6 +105,34 @@ class QueueMetrics:
         """Serve /metrics on ``addr:port`` (loopback unless told: no authentication)."""
         server, thread = start_http_server(port, addr, registry=self.registry)
         return MetricsServer(server, thread)
+
+
+class TickMetrics:
+    """The sharded tick's metrics, on the task server's registry (or one of their own)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry or CollectorRegistry()
+        self.seconds = Histogram(
+            "tick_shard_seconds",
+            "Duration of one shard's tick transaction",
+            buckets=_TICK_BUCKETS,
+            registry=r,
+        )
+        self.villages = Counter(
+            "tick_villages", "Village rows materialized by the tick", registry=r
+        )
+        self.overruns = Counter(
+            "tick_overruns", "Ticks skipped because the previous one still ran", registry=r
+        )
+        self.failures = Counter("tick_failures", "Shard ticks that raised", registry=r)
+        self.lag = Gauge(
+            "tick_lag_seconds", "Delay between a tick's second and its start", registry=r
+        )
+        self.horizon_lag = Gauge(
+            "tick_horizon_lag_seconds",
+            "How far behind now the last tick settled stocks (an earlier event was pending)",
+            registry=r,
+        )
 
 
 class MetricsServer:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock
 from common.errors import FatalError
 from common.node_lease import NodeLease
@@ -40,6 +42,9 @@ from gameserver.redis_client import connect
 from gameserver.wake import WakeListener
 
 log = logging.getLogger(__name__)
+
+LAG_WARN_MS = 5_000  # events waiting this long past their due time are worth a warning
+WARN_EVERY_S = 60.0  # a warning that keeps holding is repeated this often
 
 Hook = Callable[["TaskServer"], Awaitable[None]]
 
@@ -89,6 +94,8 @@ class TaskServer:
         self._stop = asyncio.Event()
         self._workers: dict[int, _Running] = {}
         self._startup: list[Hook] = []
+        self._warned: dict[str, float] = {}  # what -> monotonic time of its last warning
+        self._orphaned_since: float | None = None
         self._shutdown_hooks: list[Hook] = []
 
     # --- extension points -------------------------------------------------------
@@ -105,6 +112,12 @@ class TaskServer:
 
     def on_shutdown(self, hook: Hook) -> None:
         self._shutdown_hooks.append(hook)
+
+    def supervised_task(self, name: str, loop: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        """Run ``loop`` as a task that is restarted (and logged, and counted) if it crashes;
+        the caller stops it (for example from an ``on_shutdown`` hook)."""
+        crashed = self.metrics.crashes
+        return supervise.start(name, loop, on_crash=lambda task: crashed.labels(task).inc())
 
     @property
     def held(self) -> frozenset[int]:
@@ -185,7 +198,7 @@ class TaskServer:
             # processes: every IdGenerator of this process uses the leased node
             self.node_lease = NodeLease(self.redis, self.settings.redis_prefix, owner=self.owner)
             await self.node_lease.acquire()
-            background.append(asyncio.create_task(self.node_lease.run(), name="id-node-lease"))
+            background.append(self.supervised_task("id-node-lease", self.node_lease.run))
             port = self.settings.gameserver_metrics_port
             if port:
                 host = self.settings.gameserver_metrics_host
@@ -198,7 +211,7 @@ class TaskServer:
             for hook in self._startup:
                 await hook(self)
             self.wake = WakeListener(self.redis, self.settings.redis_prefix)
-            background.append(asyncio.create_task(self.wake.run(), name="wake"))
+            background.append(self.supervised_task("wake-listener", self.wake.run))
             self.reconciler = Reconciler(
                 self.queue,
                 self.sessions,
@@ -208,7 +221,7 @@ class TaskServer:
                 metrics=self.metrics,
             )
             if not self.burst:
-                background.append(asyncio.create_task(self.reconciler.run(), name="reconciler"))
+                background.append(self.supervised_task("reconciler", self.reconciler.run))
             self.leases = LeaseManager(
                 self.redis,
                 prefix=self.settings.redis_prefix,
@@ -221,7 +234,7 @@ class TaskServer:
                 on_change=self._on_change,
                 before_release=self._before_release,
             )
-            lease_task = asyncio.create_task(self.leases.run(), name="leases")
+            lease_task = self.supervised_task("partition-leases", self.leases.run)
             self.add_job(self._refresh_stats, cfg.stats_every_s, name="queue-stats")
             self.scheduler.start()
             if self.burst:
@@ -371,6 +384,7 @@ class TaskServer:
         if self.queue is None:
             return
         m = self.metrics
+        now = time.monotonic()
         try:
             for s in await self.queue.stats(sorted(self.held)):
                 label = str(s.partition)
@@ -379,5 +393,43 @@ class TaskServer:
                 m.inflight.labels(label).set(s.inflight)
                 m.dead_depth.labels(label).set(s.dead)
                 m.lag.labels(label).set(s.lag_ms / 1000)
+                if s.lag_ms >= LAG_WARN_MS and self._warn_due(f"lag-{s.partition}", now):
+                    log.warning(
+                        "partition %d: %d events are due and wait, the oldest for %.1f s "
+                        "(see the worker's warnings for events held back)",
+                        s.partition, s.ready, s.lag_ms / 1000,
+                    )  # fmt: skip
         except Exception as exc:
             log.warning("queue stats refresh failed: %s", exc)
+        await self._check_owners(now)
+
+    async def _check_owners(self, now: float) -> None:
+        """Partitions no live task server holds: their events wait until one does."""
+        if self.leases is None or self.burst:
+            return
+        try:
+            owned = await self.leases.owners()
+        except Exception as exc:
+            log.warning("reading the partition owners failed: %s", exc)
+            return
+        orphans = sorted(set(range(self.settings.queue_partitions)) - set(owned))
+        if not orphans:
+            self._orphaned_since = None
+            self.metrics.unowned.set(0)
+            return
+        if self._orphaned_since is None:
+            self._orphaned_since = now
+        self.metrics.unowned.set(len(orphans))
+        waited = now - self._orphaned_since
+        if waited * 1000 >= LAG_WARN_MS and self._warn_due("owners", now):
+            log.warning(
+                "partitions %s have had no live task server for %.0f s: their events wait",
+                orphans, waited,
+            )  # fmt: skip
+
+    def _warn_due(self, what: str, now: float) -> bool:
+        """Rate-limit a repeating warning to one a minute."""
+        if now - self._warned.get(what, -math.inf) < WARN_EVERY_S:
+            return False
+        self._warned[what] = now
+        return True

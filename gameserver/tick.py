@@ -1,7 +1,7 @@
 """The sharded per-second resource tick.
 
 Every second APScheduler fires ``TickRunner.tick``; shard ``floor(now_s) % S``
-is materialized with one set-based UPDATE (``db.stock.tick_statement``) by the
+is materialized with one set-based UPDATE (``db.stock.tick_shard``) by the
 process that holds that shard's lease. A tick that runs late, twice or not at
 all changes nothing in the result (each row carries its own ``updated_ms``), so
 leases only need to be mostly exclusive. Overruns are counted and skipped,
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from prometheus_client import Counter, Gauge, Histogram
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
-from db.stock import tick_shard
+from db.stock import ShardTick, tick_shard
 from gameserver.leases import LeaseManager
+from gameserver.metrics import TickMetrics
 
 if TYPE_CHECKING:
     from gameserver.taskserver import TaskServer
@@ -37,14 +37,8 @@ TICK_JOB_ID = "tick"
 TICK_LEASE_GROUP = "tick-shards"
 SHARD_LEASE_TTL_MS = 5_000  # a dead owner's shards are taken over within this
 SHARD_HEARTBEAT_MS = 1_000
-TICK_SECONDS = Histogram(
-    "tick_shard_seconds",
-    "Duration of one shard's tick UPDATE",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0),
-)
-TICK_VILLAGES = Counter("tick_villages_total", "Village rows materialized by the tick")
-TICK_OVERRUNS = Counter("tick_overruns_total", "Ticks skipped because the previous one still ran")
-TICK_LAG = Gauge("tick_lag_seconds", "Delay between a tick's second and its start")
+HORIZON_WARN_MS = 5_000  # stocks settled this far behind now are worth a warning
+WARN_EVERY_S = 60.0  # ... repeated this often while it lasts
 
 
 class TickRunner:
@@ -56,14 +50,17 @@ class TickRunner:
         shards: int,
         owns: Callable[[int], bool],
         clock: Clock = SYSTEM_CLOCK,
+        metrics: TickMetrics | None = None,
     ) -> None:
         self.engine = engine
         self.shards = shards
         self.owns = owns
         self.clock = clock
+        self.metrics = metrics or TickMetrics()
         self.ticks_run = 0
         self.overruns = 0
         self._scheduler: AsyncIOScheduler | None = None
+        self._warned: tuple[int, float] = (0, 0.0)  # (head event id, monotonic time)
 
     def shard_at(self, now_ms: int) -> int:
         return (now_ms // TICK_INTERVAL_MS) % self.shards
@@ -72,26 +69,46 @@ class TickRunner:
         """Materialize one shard at ``now_ms``; returns the rows updated."""
         started = time.perf_counter()
         async with self.engine.connect() as conn:
-            rows = await tick_shard(conn, shard, now_ms)
-        TICK_SECONDS.observe(time.perf_counter() - started)
-        TICK_VILLAGES.inc(rows)
+            done = await tick_shard(conn, shard, now_ms)
+        m = self.metrics
+        m.seconds.observe(time.perf_counter() - started)
+        m.villages.inc(done.rows)
+        m.horizon_lag.set((now_ms - done.horizon_ms) / 1000)
+        self._trace_horizon(now_ms, done)
         self.ticks_run += 1
-        return rows
+        return done.rows
+
+    def _trace_horizon(self, now_ms: int, done: ShardTick) -> None:
+        """Say which event holds every village's stock back, when it holds it for long."""
+        head = done.head
+        if head is None or now_ms - done.horizon_ms < HORIZON_WARN_MS:
+            return
+        last_id, last_at = self._warned
+        if head.id == last_id and time.monotonic() - last_at < WARN_EVERY_S:
+            return
+        self._warned = (head.id, time.monotonic())
+        log.warning(
+            "tick: stocks are settled only up to %.1f s ago: event %d (%s, village %d, "
+            "due %d) has not run yet, and its follow-ups may still change production",
+            (now_ms - done.horizon_ms) / 1000, head.id, head.kind, head.village_id,
+            head.due_ms,
+        )  # fmt: skip
 
     async def tick(self) -> None:
         now_ms = self.clock.now_ms()
-        TICK_LAG.set((now_ms % TICK_INTERVAL_MS) / 1000)
+        self.metrics.lag.set((now_ms % TICK_INTERVAL_MS) / 1000)
         shard = self.shard_at(now_ms)
         if not self.owns(shard):
             return
         try:
             await self.run_shard(shard, now_ms)
         except Exception:  # a failed tick is recomputed by the next rotation
+            self.metrics.failures.inc()
             log.exception("tick of shard %d failed", shard)
 
     def _on_skip(self, event: JobExecutionEvent) -> None:
         self.overruns += 1
-        TICK_OVERRUNS.inc()
+        self.metrics.overruns.inc()
         log.warning("tick overrun: a tick was skipped (%s)", event.code)
 
     def _on_event(self, event: JobExecutionEvent) -> None:
@@ -158,10 +175,11 @@ class ShardedTick:
             server.settings.tick_shards,
             owns=lambda shard: shard in leases.held and leases.valid(),
             clock=server.clock,
+            metrics=TickMetrics(server.metrics.registry),
         )
         self.runner.attach(server.scheduler)
         self.leases = leases
-        self._task = asyncio.create_task(leases.run(), name="tick-leases")
+        self._task = server.supervised_task("tick-leases", leases.run)
 
     async def _stop(self, server: TaskServer) -> None:
         if self.leases is None or self._task is None:

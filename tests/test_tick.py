@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import pytest
 from sqlalchemy import insert, select
 
 from common.amounts import SCALE
 from common.clock import ManualClock
-from db.models import Village, VillageStock
+from db.models import ScheduledEvent, Village, VillageStock
 from gameserver.tick import TickRunner
 
 T0 = 1_700_000_000_000
@@ -82,3 +84,26 @@ async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
     finally:
         slow.stop()
     assert slow.overruns >= 1
+
+
+async def test_a_horizon_held_back_for_long_names_the_event_in_a_warning(
+    engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tick stops every village at the earliest pending event; when that lasts, the
+    operator is told which event it waits for."""
+    await _villages(engine, 2, shards=1)
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(ScheduledEvent).values(
+                id=77, kind="march", village_id=2, due_ms=T0 + 500, priority=0, payload=b"",
+                created_ms=T0,
+            )
+        )  # fmt: skip
+    clock = ManualClock(T0 + 10_500)
+    runner = TickRunner(engine, shards=1, owns=lambda shard: True, clock=clock)
+    caplog.set_level(logging.WARNING, logger="gameserver.tick")
+    await runner.tick()
+    assert (await _updated(engine))[1] == T0 + 500
+    assert runner.metrics.horizon_lag._value.get() == 10.0
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "event 77 (march, village 2" in warning

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
 
+from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
 from common.node_lease import NodeLease
@@ -115,7 +115,7 @@ async def _id_node(app: web.Application) -> AsyncIterator[None]:
     (``common.node_lease``)."""
     lease = NodeLease(app[REDIS], app[SETTINGS].redis_prefix)
     await lease.acquire()
-    renewing = asyncio.create_task(lease.run(), name="id-node-lease")
+    renewing = supervise.start("id-node-lease", lease.run)
     yield
     lease.stop()
     await renewing
