@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import orjson
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
@@ -59,17 +60,40 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
 # 08 connection exception, 57 operator intervention (57P01 admin shutdown, 57P03 cannot
 # connect now: "the database system is not yet accepting connections").
 _OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "57"})
+# A transaction that lost to another one and was rolled back: run it again as it was.
+# 40001 serialization failure, 40P01 deadlock detected, 55P03 lock not available.
+_CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+
+
+def _sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE of a driver error, raw (asyncpg, used directly on hot paths) or wrapped
+    by SQLAlchemy; '' when there is none."""
+    for error in (exc, getattr(exc, "orig", None)):
+        state = getattr(error, "sqlstate", None)
+        if state:
+            return str(state)
+    return ""
 
 
 def is_database_outage(exc: BaseException) -> bool:
     """True when ``exc`` says the database is unreachable or restarting (retry later),
     rather than that a statement was wrong."""
-    if not isinstance(exc, DBAPIError):
-        return False
-    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+    if isinstance(exc, DBAPIError) and (
+        exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
+    ):
         return True
-    sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
-    return sqlstate[:2] in _OUTAGE_SQLSTATE_CLASSES
+    if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.PostgresConnectionError):
+        return True  # raw asyncpg: the connection closed or broke under the statement
+    return _sqlstate(exc)[:2] in _OUTAGE_SQLSTATE_CLASSES
+
+
+def is_transaction_conflict(exc: BaseException) -> bool:
+    """True when the transaction was rolled back because it lost to another one (a deadlock,
+    a serialization failure, a lock it could not take): nothing was wrong with it, and it
+    succeeds when run again."""
+    if _sqlstate(exc) in _CONFLICT_SQLSTATES:
+        return True
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 from aiohttp import web
 from pydantic import BaseModel
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.errors import ConfigError
@@ -40,6 +40,7 @@ from common.game import load_game_module
 from common.ids import IdGenerator
 from common.settings import Settings
 from common.snapshot_versions import bump_versions
+from db.engine import is_transaction_conflict
 from db.models import ScheduledEvent, Village
 from gameserver.queue import Event, NewEvent
 from gameserver.queue.durable import add_durable_events
@@ -67,7 +68,9 @@ log = logging.getLogger("webfront.commands")
 B = TypeVar("B", bound=BaseModel)
 _PATH_RE = re.compile(r"[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)*")
 _RESERVED = frozenset({"register", "login", "logout", "time", "snapshot", "map", "reports"})
-_SQLITE_LOCK_RETRIES = 5  # SQLite refuses a second writer at once; the whole command is re-run
+# A transaction that lost to another (SQLite refuses a second writer, a PostgreSQL
+# deadlock) is run again from the start, this many times at most.
+_CONFLICT_RETRIES = 5
 
 
 @dataclass
@@ -186,10 +189,6 @@ def _rule_error(exc: Exception) -> ApiError:
     )
 
 
-def _is_sqlite_lock(exc: OperationalError) -> bool:
-    return "database is locked" in str(exc.orig)
-
-
 def command_handler(
     route: CommandRoute[Any], rule_errors: tuple[type[Exception], ...]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -214,7 +213,7 @@ def command_handler(
             stored = await idempotency.lookup(engine, player_id, key)
             if stored is not None:
                 return idempotency.replay(request, stored, digest)
-        for attempt in range(_SQLITE_LOCK_RETRIES):
+        for attempt in range(_CONFLICT_RETRIES):
             now = app[CLOCK].now_ms()
             try:
                 async with app[SESSION_FACTORY]() as session, session.begin():
@@ -236,8 +235,8 @@ def command_handler(
                 if key and (stored := await idempotency.lookup(engine, player_id, key)):
                     return idempotency.replay(request, stored, digest)
                 raise
-            except OperationalError as exc:
-                if not _is_sqlite_lock(exc) or attempt == _SQLITE_LOCK_RETRIES - 1:
+            except DBAPIError as exc:
+                if not is_transaction_conflict(exc) or attempt == _CONFLICT_RETRIES - 1:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         await _after_commit(app, ctx, events, full_path)

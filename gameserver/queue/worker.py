@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.snapshot_versions import bump_versions
 from db import events as pending
-from db.engine import is_database_outage
+from db.engine import is_database_outage, is_transaction_conflict
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
 from gameserver.queue import codec, durable
@@ -71,12 +71,13 @@ class DatabaseUnavailable(Exception):
 
 
 def is_unavailable(exc: BaseException) -> bool:
-    """The database, Redis or the network failed, not a handler: no event is to blame."""
+    """The database, Redis or the network failed, or the transaction lost a race (a
+    deadlock), not a handler: no event is to blame, and no attempt is counted."""
     if isinstance(exc, TimeoutError):  # a handler's timeout is the handler's
         return False
     if isinstance(exc, OSError | DatabaseUnavailable | RedisConnectionError):
         return True
-    return is_database_outage(exc)
+    return is_database_outage(exc) or is_transaction_conflict(exc)
 
 
 def _failure_kind(exc: BaseException) -> str:

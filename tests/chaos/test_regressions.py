@@ -14,7 +14,12 @@ from common.amounts import SCALE
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from common.settings import load_settings
-from db.engine import create_engine, is_database_outage, session_factory
+from db.engine import (
+    create_engine,
+    is_database_outage,
+    is_transaction_conflict,
+    session_factory,
+)
 from db.models import ScheduledEvent, Village, VillageStock
 from db.stock import tick_shard
 from db.worldgen import generate_world
@@ -179,3 +184,24 @@ def test_a_restarting_database_is_an_outage_not_a_bug() -> None:
     wrong = _translated(asyncpg.exceptions.UndefinedTableError('relation "x" does not exist'))
     assert not is_database_outage(wrong) and not is_unavailable(wrong)
     assert from_exception(wrong).status == 500
+
+
+def test_a_lost_transaction_race_or_a_raw_driver_outage_counts_no_attempt() -> None:
+    """Found by the chaos run under load: two batches deadlocked in PostgreSQL and the battle
+    that lost was counted as a failed attempt. A failing event no longer holds the other
+    villages (``db.events``), so the battle's news, once it ran, landed late at home. A
+    lost race (deadlock, serialization failure, lock timeout) and an outage seen by raw
+    asyncpg (the reference game's set-based statements use it) are no event's fault."""
+    raw = [
+        asyncpg.exceptions.DeadlockDetectedError("deadlock detected"),
+        asyncpg.exceptions.SerializationError("could not serialize access"),
+        asyncpg.exceptions.LockNotAvailableError("canceling statement due to lock timeout"),
+    ]
+    for exc in [*raw, _translated(raw[0])]:
+        assert is_transaction_conflict(exc) and is_unavailable(exc), exc
+    for exc in (
+        asyncpg.exceptions.AdminShutdownError("terminating connection"),
+        asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed"),
+    ):
+        assert is_database_outage(exc) and is_unavailable(exc), exc
+    assert not is_unavailable(asyncpg.exceptions.UniqueViolationError("duplicate key"))
