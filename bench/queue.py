@@ -279,7 +279,7 @@ class Recorder:
 async def schedule_ours(
     queue: Any, events: int, start_ms: int, rate: float | None, progress: Any
 ) -> float:
-    from gameserver.queue import NewEvent
+    from common.queue import NewEvent
 
     started = time.perf_counter()
     for call_start in range(0, events, SCHEDULE_CALL):
@@ -358,7 +358,7 @@ async def run_task_server(
 
 def bench_registry(recorder: Recorder) -> Any:
     from gameserver import builtin
-    from gameserver.queue.handlers import HandlerRegistry
+    from common.queue.handlers import HandlerRegistry
 
     registry = HandlerRegistry()
     builtin.register(registry)
@@ -406,7 +406,7 @@ async def noop_bench(
     from bench.databases import drop_database, fresh_database
     from common.clock import SYSTEM_CLOCK
     from common.redis_conn import check_redis
-    from gameserver.queue import EventQueue
+    from common.queue import EventQueue
 
     _quiet_logs()
     check_bench_prefix(prefix)
@@ -617,7 +617,7 @@ async def steady_load(
 
     from bench.report import console
     from common.clock import SYSTEM_CLOCK
-    from gameserver.queue import EventQueue
+    from common.queue import EventQueue
 
     events = max(1, int(rate * seconds))
     await check_memory(redis, "redis://127.0.0.1", events)  # counted as local: conservative
@@ -752,7 +752,7 @@ def timed_registry(settings: Any, recorder: Recorder, measured: str) -> Any:
     """The task server's real registry (builtin + the game's), ``measured`` wrapped to time it."""
     from gameserver import builtin
     from gameserver.main import load_game
-    from gameserver.queue.handlers import HandlerRegistry
+    from common.queue.handlers import HandlerRegistry
 
     real = HandlerRegistry()
     builtin.register(real)
@@ -773,7 +773,7 @@ async def add_events(engine: Any, queue: Any, events: Sequence[Any]) -> None:
     """Durable events in transactions of 10,000, indexed in Redis after each commit."""
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from gameserver.queue.durable import add_durable_events
+    from common.queue.durable import add_durable_events
 
     for start in range(0, len(events), SCHEDULE_CALL):
         async with AsyncSession(engine) as session, session.begin():
@@ -798,8 +798,8 @@ async def make_marches(
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from db.models import March, Troop
-    from gameserver.queue import NewEvent
-    from gameserver.queue.durable import add_durable_events
+    from common.queue import NewEvent
+    from common.queue.durable import add_durable_events
     from refgame.handlers import MARCH
     from refgame.world import STARTING_TROOPS
 
@@ -1001,7 +1001,7 @@ async def _game_in_process(
 
     from bench import report
     from gameserver.builtin import NOOP_DURABLE
-    from gameserver.queue import NewEvent
+    from common.queue import NewEvent
     from refgame.handlers import MARCH
 
     # the floor: durable no-op events through the same worker path and database
@@ -1045,7 +1045,7 @@ async def _game_in_processes(
     from the moment all its events became due until the last was processed."""
     from bench import report
     from gameserver.builtin import NOOP_DURABLE
-    from gameserver.queue import NewEvent
+    from common.queue import NewEvent
     from refgame.handlers import MARCH
 
     servers = TaskProcesses(settings, processes, batch)
@@ -1090,7 +1090,7 @@ async def game_bench(
     from common.clock import SYSTEM_CLOCK
     from common.redis_conn import check_redis
     from db.worldgen import generate_world
-    from gameserver.queue import EventQueue
+    from common.queue import EventQueue
     from refgame.world import village_template
 
     _quiet_logs()
@@ -1188,7 +1188,7 @@ async def game_bench(
         highlight=False,
     )
     if game is not None and game.failed_calls:
-        from gameserver.queue.constants import HANDLER_TIMEOUT_S
+        from common.queue.constants import HANDLER_TIMEOUT_S
 
         report.console.print(
             f"[yellow]{game.failed_calls} handler calls ({game.failed_events:,} events) failed or "

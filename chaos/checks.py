@@ -47,9 +47,9 @@ from db.models import (
 from db.models import (
     Report as ReportRow,
 )
-from gameserver.queue import EventQueue
-from gameserver.queue.constants import PartitionKeys
-from gameserver.queue.events import DeadEvent
+from common.queue import EventQueue
+from common.queue.constants import PartitionKeys
+from common.queue.events import DeadEvent
 from refgame.battle import BattleResult, battle_loot, verify_report
 from refgame.buildings import FIELD_KINDS
 from refgame.economy import field_production, village_caps, visible_stock
@@ -952,7 +952,7 @@ async def check_dead_letters(
 
 async def _raw_dead(redis: Redis, prefix: str, partitions: int) -> list[DeadEvent]:
     """The dead-letter sets read without the queue's decoding (ids unknown)."""
-    from gameserver.queue.constants import MEMBER_LEN
+    from common.queue.constants import MEMBER_LEN
 
     out = []
     for p in range(partitions):

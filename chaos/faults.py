@@ -101,8 +101,8 @@ def _garbage_entries(
     split wrongly, burying the events claimed after it; a header naming another event than
     its body ran as the body's event.
     """
-    from gameserver.queue import codec
-    from gameserver.queue.constants import HEADER_LEN, PRIORITY_BIAS
+    from common.queue import codec
+    from common.queue.constants import HEADER_LEN, PRIORITY_BIAS
 
     base = (1 << 62) + (serial << 20) + rng.randrange(1 << 16) * 16  # never a real event id
 
@@ -155,7 +155,7 @@ class GarbageInjector:
         self._serial = 0
 
     async def inject(self) -> str:
-        from gameserver.queue.constants import MEMBER_LEN, PartitionKeys
+        from common.queue.constants import MEMBER_LEN, PartitionKeys
 
         c = self.stack.config
         self._serial += 1

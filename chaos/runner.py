@@ -28,7 +28,7 @@ from common.clock import SYSTEM_CLOCK
 from common.snapshot_versions import bump_versions
 from db import stock
 from db.models import March, ScheduledEvent, Troop, VillageStock
-from gameserver.queue import EventQueue
+from common.queue import EventQueue
 from refgame.units import total_upkeep
 
 log = logging.getLogger("chaos")

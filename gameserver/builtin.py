@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gameserver.queue.events import Event
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.events import Event
+from common.queue.handlers import HandlerContext, HandlerRegistry
 
 NOOP = "gameserver.noop"  # in-memory, does nothing
 NOOP_DURABLE = "gameserver.noop.durable"  # durable: only the processed record is written

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gameserver.queue.constants import (
+from common.queue.constants import (
     BATCH_SIZE,
     CLAIM_LEASE_MS,
     MARKER_CHECK_MS,

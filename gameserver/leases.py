@@ -26,7 +26,7 @@ from pathlib import Path
 from redis.exceptions import RedisError
 
 from common.redis_conn import AnyRedis
-from gameserver.queue.scripts import load_script
+from common.queue.scripts import load_script
 
 log = logging.getLogger(__name__)
 

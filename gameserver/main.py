@@ -27,7 +27,7 @@ from common.errors import FatalError
 from common.settings import Settings, load_settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
-from gameserver.queue.handlers import HandlerRegistry
+from common.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 

@@ -33,11 +33,11 @@ from db.migrate import current_revision, require_current
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
 from gameserver.metrics import MetricsServer, QueueMetrics
-from gameserver.queue.constants import PARTITION_LEASE_GROUP
-from gameserver.queue.eventqueue import EventQueue
-from gameserver.queue.handlers import HandlerRegistry
-from gameserver.queue.reconciler import Reconciler
-from gameserver.queue.worker import PartitionWorker, is_unavailable
+from common.queue.constants import PARTITION_LEASE_GROUP
+from common.queue.eventqueue import EventQueue
+from common.queue.handlers import HandlerRegistry
+from common.queue.reconciler import Reconciler
+from common.queue.worker import PartitionWorker, is_unavailable
 from gameserver.redis_client import connect
 from gameserver.wake import WakeListener
 

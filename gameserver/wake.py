@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from common.redis_conn import AnyRedis
-from gameserver.queue.constants import wake_channel
+from common.queue.constants import wake_channel
 from gameserver.redis_client import node_client
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from common.node_lease import NodeLease
 from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
-from gameserver.queue import EventQueue
+from common.queue import EventQueue
 from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
 from webfront.commands import command_endpoints
 from webfront.config import WebConfig

@@ -42,8 +42,8 @@ from common.settings import Settings
 from common.snapshot_versions import bump_versions
 from db.engine import is_transaction_conflict
 from db.models import ScheduledEvent, Village
-from gameserver.queue import Event, NewEvent
-from gameserver.queue.durable import add_durable_events
+from common.queue import Event, NewEvent
+from common.queue.durable import add_durable_events
 from webfront import idempotency, ratelimit
 from webfront.auth import authenticate
 from webfront.codec import respond

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from common.clock import Clock
 from common.ids import IdGenerator
 from common.settings import Settings
-from gameserver.queue import EventQueue
+from common.queue import EventQueue
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache

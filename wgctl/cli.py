@@ -142,7 +142,7 @@ def status() -> None:
 
 def _register_optional_groups() -> None:
     """Subcommand groups that live next to the code they operate (queue, run, ...)."""
-    for module, attr in (("gameserver.queue.cli", "queue_cli"), ("wgctl.localrun", "run")):
+    for module, attr in (("common.queue.cli", "queue_cli"), ("wgctl.localrun", "run")):
         try:
             command = getattr(importlib.import_module(module), attr)
         except ImportError:

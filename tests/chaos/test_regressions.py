@@ -23,9 +23,9 @@ from db.engine import (
 from db.models import ScheduledEvent, Village, VillageStock
 from db.stock import tick_shard
 from db.worldgen import generate_world
-from gameserver.queue import Event, EventQueue, NewEvent
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
-from gameserver.queue.worker import is_unavailable
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.worker import is_unavailable
 from refgame.commands import build, send_march
 from refgame.handlers import HANDLERS
 from refgame.world import village_template

@@ -25,9 +25,9 @@ from db.engine import session_factory
 from db.models import ProcessedEvent, ScheduledEvent
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
-from gameserver.queue import EventQueue
-from gameserver.queue.handlers import HandlerRegistry
-from gameserver.queue.worker import PartitionWorker
+from common.queue import EventQueue
+from common.queue.handlers import HandlerRegistry
+from common.queue.worker import PartitionWorker
 from gameserver.wake import WakeListener
 from tests.queue.testgame import effects, reset_effects
 

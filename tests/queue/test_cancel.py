@@ -10,7 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
-from gameserver.queue import EventQueue, NewEvent, ScheduleError
+from common.queue import EventQueue, NewEvent, ScheduleError
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import START_MS
 

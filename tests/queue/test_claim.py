@@ -5,8 +5,8 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
-from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
-from gameserver.queue.constants import DUE_MS_MAX
+from common.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
+from common.queue.constants import DUE_MS_MAX
 from tests.queue.conftest import START_MS
 
 

@@ -13,9 +13,9 @@ from common.clock import SYSTEM_CLOCK
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent
-from gameserver.queue import EventQueue, NewEvent, RetryPolicy
-from gameserver.queue.cli import queue_cli
-from gameserver.queue.durable import add_durable_events
+from common.queue import EventQueue, NewEvent, RetryPolicy
+from common.queue.cli import queue_cli
+from common.queue.durable import add_durable_events
 from tests.conftest import TEST_REDIS_URL
 
 

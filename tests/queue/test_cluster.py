@@ -19,9 +19,9 @@ from common.snapshot_versions import bump_versions, read_version
 from db.engine import create_engine, session_factory
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy
-from gameserver.queue.durable import add_durable_events
-from gameserver.queue.handlers import HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent, RetryPolicy
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerRegistry
 from gameserver.redis_client import connect
 from gameserver.taskserver import TaskServer
 from gameserver.wake import WakeListener

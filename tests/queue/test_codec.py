@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gameserver.queue import Event, MalformedEvent, codec
-from gameserver.queue.constants import PRIORITY_MAX, PRIORITY_MIN
+from common.queue import Event, MalformedEvent, codec
+from common.queue.constants import PRIORITY_MAX, PRIORITY_MIN
 
 priorities = st.integers(PRIORITY_MIN, PRIORITY_MAX)
 ids = st.integers(1, (1 << 63) - 1)

@@ -9,9 +9,9 @@ from redis.exceptions import ResponseError
 
 from common.clock import ManualClock
 from common.embedded_redis import EmbeddedRedis
-from gameserver.queue import EventQueue, NewEvent
-from gameserver.queue.claims import ClaimLine
-from gameserver.queue.line import Line, pack_command
+from common.queue import EventQueue, NewEvent
+from common.queue.claims import ClaimLine
+from common.queue.line import Line, pack_command
 from tests.queue.conftest import START_MS
 
 

@@ -12,9 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from common.clock import ManualClock
 from db.models import ScheduledEvent
 from gameserver.metrics import QueueMetrics
-from gameserver.queue import Event, EventQueue, NewEvent
-from gameserver.queue.durable import add_durable_events
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from tests.queue.conftest import START_MS, Workers, eventually, settle
 
 KIND = "arrive"

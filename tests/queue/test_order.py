@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 
 from common.clock import ManualClock
 from common.ids import IdGenerator
-from gameserver.queue import Event, EventQueue, NewEvent
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from tests.conftest import delete_prefix
 from tests.queue.conftest import START_MS, Workers, eventually
 

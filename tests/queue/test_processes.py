@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from common.clock import SYSTEM_CLOCK
 from common.settings import Settings
 from gameserver.leases import LeaseManager
-from gameserver.queue import EventQueue, NewEvent
-from gameserver.queue.durable import add_durable_events
+from common.queue import EventQueue, NewEvent
+from common.queue.durable import add_durable_events
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import ROOT, Servers, counts, eventually, server_env
 from tests.queue.testgame import EFFECT

@@ -9,8 +9,8 @@ import msgpack
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
-from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from tests.queue.conftest import START_MS, Workers, at_rest, eventually, settle
 
 

@@ -9,8 +9,8 @@ import pytest
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
-from gameserver.queue import EventQueue, NewEvent, ScheduleError
-from gameserver.queue.constants import wake_channel
+from common.queue import EventQueue, NewEvent, ScheduleError
+from common.queue.constants import wake_channel
 from tests.queue.conftest import START_MS
 
 DAY_MS = 86_400_000

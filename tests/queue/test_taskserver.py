@@ -21,9 +21,9 @@ from common.settings import Settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from gameserver.queue import Event, EventQueue, NewEvent
-from gameserver.queue.durable import add_durable_events
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.taskserver import TaskServer
 from tests.queue.conftest import START_MS, counts, eventually
 from tests.queue.testgame import EFFECT, MEMORY

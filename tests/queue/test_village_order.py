@@ -11,9 +11,9 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
-from gameserver.queue import Event, EventQueue, NewEvent, codec
-from gameserver.queue.durable import add_durable_events
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent, codec
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from tests.queue.conftest import START_MS, Workers, eventually
 
 KIND = "arrive"
@@ -112,7 +112,7 @@ async def test_events_held_back_for_long_are_named_in_a_warning_and_counted(
         )  # fmt: skip
     await queue.index([beyond])
     worker = workers.start(queue, _recording(seen, lookahead_ms=1_000), 0, sessions=sessions)
-    caplog.set_level(logging.WARNING, logger="gameserver.queue.worker")
+    caplog.set_level(logging.WARNING, logger="common.queue.worker")
 
     async def warned() -> bool:
         await clock.advance(100)  # the held event is claimed again 100 ms later

@@ -18,9 +18,9 @@ from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
-from gameserver.queue import Event, EventQueue, NewEvent
-from gameserver.queue.durable import add_durable_events
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.taskserver import TaskServer
 from tests.conftest import delete_prefix
 from tests.queue.conftest import START_MS, eventually
@@ -89,7 +89,7 @@ async def test_a_noisy_world_on_the_same_redis_does_not_delay_another(
         )  # fmt: skip
     await quiet_queue.index(mine)
 
-    caplog.set_level(logging.ERROR, logger="gameserver.queue.worker")
+    caplog.set_level(logging.ERROR, logger="common.queue.worker")
     servers = [
         TaskServer(noisy, noisy_registry, SYSTEM_CLOCK, config=FAST),
         TaskServer(quiet, quiet_registry, clock, config=FAST),

@@ -18,7 +18,7 @@ from common.settings import Settings
 from db.engine import create_engine
 from db.models import March, Report, Troop, Village, VillageStock
 from gameserver import builtin
-from gameserver.queue.handlers import HandlerRegistry
+from common.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
 from refgame import handlers as game_handlers
 from refgame.battle import verify_report

@@ -19,9 +19,9 @@ from db import stock
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent, Village, VillageStock
 from db.worldgen import generate_world
-from gameserver.queue import Event, EventQueue
-from gameserver.queue.handlers import HandlerRegistry
-from gameserver.queue.reconciler import Reconciler
+from common.queue import Event, EventQueue
+from common.queue.handlers import HandlerRegistry
+from common.queue.reconciler import Reconciler
 from refgame import handlers as game_handlers
 from refgame.commands import build, send_march, train
 from refgame.world import village_template

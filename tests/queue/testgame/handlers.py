@@ -6,8 +6,8 @@ import asyncio
 
 from sqlalchemy import insert
 
-from gameserver.queue.events import Event
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.events import Event
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from tests.queue.testgame import EFFECT, MEMORY, effects
 
 

@@ -26,9 +26,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from db.models import ScheduledEvent
 from gameserver.metrics import QueueMetrics
-from gameserver.queue.constants import MARKER_CHECK_MS, RECONCILE_CHUNK, RECONCILE_EVERY_MS
-from gameserver.queue.durable import row_to_event
-from gameserver.queue.eventqueue import EventQueue
+from common.queue.constants import MARKER_CHECK_MS, RECONCILE_CHUNK, RECONCILE_EVERY_MS
+from common.queue.durable import row_to_event
+from common.queue.eventqueue import EventQueue
 
 OVERDUE_SWEEP_MS = 5_000  # how often overdue DB events are checked against Redis
 OVERDUE_GRACE_MS = 2_000  # an event this late and unknown to Redis was lost

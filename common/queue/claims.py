@@ -8,10 +8,10 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from gameserver.queue.eventqueue import _CLAIM, EventQueue
-from gameserver.queue.events import Claim
-from gameserver.queue.line import Line, pack_command
-from gameserver.queue.line import supports as line_supported
+from common.queue.eventqueue import _CLAIM, EventQueue
+from common.queue.events import Claim
+from common.queue.line import Line, pack_command
+from common.queue.line import supports as line_supported
 
 
 class ClaimLine:

@@ -6,14 +6,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gameserver.queue.constants import HANDLER_TIMEOUT_S, KIND_MAX_LEN
-from gameserver.queue.events import Event, NewEvent
-from gameserver.queue.policy import RetryPolicy
+from common.queue.constants import HANDLER_TIMEOUT_S, KIND_MAX_LEN
+from common.queue.events import Event, NewEvent
+from common.queue.policy import RetryPolicy
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from gameserver.queue.eventqueue import EventQueue
+    from common.queue.eventqueue import EventQueue
 
 
 class HandlerContext:

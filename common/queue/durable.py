@@ -25,11 +25,11 @@ from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
 from db.events import HOLDS_VILLAGE
 from db.models import ProcessedEvent, ScheduledEvent
-from gameserver.queue import codec
-from gameserver.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
-from gameserver.queue.errors import ScheduleError
-from gameserver.queue.eventqueue import check_new_event
-from gameserver.queue.events import Event, NewEvent
+from common.queue import codec
+from common.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
+from common.queue.errors import ScheduleError
+from common.queue.eventqueue import check_new_event
+from common.queue.events import Event, NewEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
 

@@ -16,9 +16,9 @@ from redis.exceptions import NoScriptError, ResponseError
 from common.clock import Clock
 from common.ids import IdGenerator
 from common.redis_conn import AnyRedis
-from gameserver.queue import codec
-from gameserver.queue.codec import HEADER_MEMORY
-from gameserver.queue.constants import (
+from common.queue import codec
+from common.queue.codec import HEADER_MEMORY
+from common.queue.constants import (
     BATCH_SIZE,
     BODY_MAX,
     CLAIM_LEASE_MS,
@@ -31,12 +31,12 @@ from gameserver.queue.constants import (
     PRIORITY_MIN,
     PartitionKeys,
 )
-from gameserver.queue.errors import MalformedEvent, ScheduleError
-from gameserver.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
-from gameserver.queue.line import Line, pack_command
-from gameserver.queue.line import supports as line_supported
-from gameserver.queue.policy import RetryPolicy
-from gameserver.queue.scripts import Script, load_script
+from common.queue.errors import MalformedEvent, ScheduleError
+from common.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
+from common.queue.line import Line, pack_command
+from common.queue.line import supports as line_supported
+from common.queue.policy import RetryPolicy
+from common.queue.scripts import Script, load_script
 
 MAX_CLAIM = 4000  # Lua's unpack() limit bounds one claim
 _IDLE_LINES = 4  # connections kept for concurrent schedule_many calls

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gameserver.queue.constants import BACKOFF_BASE_MS, BACKOFF_MAX_MS, MAX_ATTEMPTS
+from common.queue.constants import BACKOFF_BASE_MS, BACKOFF_MAX_MS, MAX_ATTEMPTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,12 @@ from db import events as pending
 from db.engine import is_database_outage, is_transaction_conflict
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
-from gameserver.queue import codec, durable
-from gameserver.queue.claims import ClaimLine
-from gameserver.queue.eventqueue import EventQueue, check_new_event
-from gameserver.queue.events import Claim, Event, NewEvent
-from gameserver.queue.handlers import HandlerContext, HandlerRegistry, Registration
-from gameserver.queue.policy import RetryPolicy
+from common.queue import codec, durable
+from common.queue.claims import ClaimLine
+from common.queue.eventqueue import EventQueue, check_new_event
+from common.queue.events import Claim, Event, NewEvent
+from common.queue.handlers import HandlerContext, HandlerRegistry, Registration
+from common.queue.policy import RetryPolicy
 
 log = logging.getLogger(__name__)
 _is_durable = operator.attrgetter("durable")

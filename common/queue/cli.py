@@ -23,8 +23,8 @@ from common.settings import Settings, load_settings
 from db import events as pending
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent
-from gameserver.queue.eventqueue import EventQueue
-from gameserver.queue.events import DeadEvent, PartitionStats
+from common.queue.eventqueue import EventQueue
+from common.queue.events import DeadEvent, PartitionStats
 from gameserver.redis_client import connect
 
 T = TypeVar("T")

@@ -18,15 +18,15 @@ from typing import Any
 
 import msgpack
 
-from gameserver.queue.constants import (
+from common.queue.constants import (
     BLOB_PREFIX,
     BODY_MAX,
     HEADER_LEN,
     MEMBER_LEN,
     PRIORITY_BIAS,
 )
-from gameserver.queue.errors import MalformedEvent
-from gameserver.queue.events import Event, _EventBuilder
+from common.queue.errors import MalformedEvent
+from common.queue.events import Event, _EventBuilder
 
 HEADER_DURABLE = BLOB_PREFIX + b"%04x%016x%013dd%06x"  # % (priority + bias, id, due, size)
 HEADER_MEMORY = BLOB_PREFIX + b"%04x%016x%013dm%06x"

@@ -8,11 +8,11 @@ with ``durable.add_durable_events`` in the command's transaction, then
 
 from __future__ import annotations
 
-from gameserver.queue.errors import MalformedEvent, QueueError, ScheduleError
-from gameserver.queue.eventqueue import EventQueue
-from gameserver.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
-from gameserver.queue.handlers import Handler, HandlerContext, HandlerRegistry, Registration
-from gameserver.queue.policy import RetryPolicy
+from common.queue.errors import MalformedEvent, QueueError, ScheduleError
+from common.queue.eventqueue import EventQueue
+from common.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
+from common.queue.handlers import Handler, HandlerContext, HandlerRegistry, Registration
+from common.queue.policy import RetryPolicy
 
 __all__ = [
     "Claim",
