@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from bench.report import percentiles
 from common.amounts import SCALE
-from db.stock import bare_tick_statement, tick_shard, tick_statement
+from gameapi.stocks import default_stocks
 
 START_MS = 1_700_000_000_000
 BYTES_PER_VILLAGE = {"postgresql": 700, "sqlite": 250}  # hot row + index, with free space
@@ -62,11 +62,17 @@ async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
     rows of all-zero stocks would grow every record on the first rotation, which SQLite
     cannot rewrite in place, and the figure would measure that once-only cost.
     """
+    stocks = default_stocks()  # TEMPORARY SHIM: the loaded game's stocks
     cap = 800 * SCALE
     stock = f"(100 + g % 400) * {SCALE}"
+    rates = [
+        "30 + g % 7" if n == 0 else "10 - g % 25" if r.may_decline else "30"
+        for n, r in enumerate(stocks.resources)
+    ]
+    values = [stock] * len(stocks.names) + rates + [str(cap)] * len(stocks.caps)
     select_rows = (
-        f"SELECT g, g % {shards}, {START_MS}, {stock}, {stock}, {stock}, {stock}, "
-        f"30 + g % 7, 30, 30, 10 - g % 25, {cap}, {cap} FROM series ORDER BY g % {shards}, g"
+        f"SELECT g, g % {shards}, {START_MS}, {', '.join(values)} "
+        f"FROM series ORDER BY g % {shards}, g"
     )
     async with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
@@ -97,13 +103,13 @@ async def _alone(engine: AsyncEngine, statement: Update | str) -> None:
 
 
 async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> None:
-    await _alone(engine, bare_tick_statement(shard, now_ms))
+    await _alone(engine, default_stocks().bare_tick_statement(shard, now_ms))
 
 
 async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
     """Run our shard statement as literal SQL the way ``_bare`` runs its own; returns the
     seconds (compiling it is left out)."""
-    statement = tick_statement(shard, now_ms, engine.dialect.name)
+    statement = default_stocks().tick_statement(shard, now_ms, engine.dialect.name)
     sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     started = time.perf_counter()
     await _alone(engine, sql)
@@ -114,6 +120,7 @@ async def run_rotations(
     engine: AsyncEngine, villages: int, shards: int, rotations: int
 ) -> TickFigures:
     figures = TickFigures(villages, shards, rotations)
+    stocks = default_stocks()  # TEMPORARY SHIM: the loaded game's stocks
     now = START_MS
     with tqdm(total=shards * rotations, desc="tick shards", unit="shard") as progress:
         for rotation in range(rotations):
@@ -127,7 +134,7 @@ async def run_rotations(
                     started = time.perf_counter()
                     if which == "ours":
                         async with engine.connect() as conn:
-                            rows = (await tick_shard(conn, shard, at)).rows
+                            rows = (await stocks.tick_shard(conn, shard, at)).rows
                         figures.ours_s.append(time.perf_counter() - started)
                         figures.rows.append(rows)
                     elif which == "bare":

@@ -32,6 +32,9 @@ from chaos.players import Command, Ledger
 from common.amounts import SCALE
 from common.clock import SYSTEM_CLOCK
 from common.ids import id_created_ms
+from common.queue import EventQueue
+from common.queue.constants import PartitionKeys
+from common.queue.events import DeadEvent
 from db.models import (
     Building,
     BuildOrder,
@@ -42,21 +45,17 @@ from db.models import (
     TrainingOrder,
     Troop,
     Village,
-    VillageStock,
 )
 from db.models import (
     Report as ReportRow,
 )
-from common.queue import EventQueue
-from common.queue.constants import PartitionKeys
-from common.queue.events import DeadEvent
 from refgame.battle import BattleResult, battle_loot, verify_report
 from refgame.buildings import FIELD_KINDS
 from refgame.economy import field_production, village_caps, visible_stock
+from refgame.resources import RESOURCES, STOCKS
 from refgame.travel import march_duration_ms
 from refgame.units import total_upkeep
 
-RESOURCES = ("wood", "clay", "iron", "crop")
 FIELD_RESOURCE = {kind: res for res, kind in FIELD_KINDS.items()}
 MAX_LISTED = 25  # violations kept per check in the summary
 
@@ -92,10 +91,7 @@ async def _read_stock_and_buildings(
     conn: AsyncConnection,
 ) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
     """Every village's stock row, and its building levels by kind."""
-    stock = {
-        int(r.village_id): dict(r._mapping)
-        for r in await conn.execute(select(VillageStock.__table__))
-    }
+    stock = {int(r.village_id): dict(r._mapping) for r in await conn.execute(select(STOCKS.table))}
     buildings: dict[int, dict[str, int]] = defaultdict(dict)
     for vid, kind, level in await conn.execute(
         select(Building.village_id, Building.kind, Building.level)

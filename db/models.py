@@ -1,9 +1,9 @@
 """SQLAlchemy 2.0 models of a strategy world.
 
-Times are integer ms since the epoch (``common.clock``); resource stocks are
-fixed-point integers (``common.amounts``). ``VillageStock`` is the narrow hot
-table the per-second tick rewrites: everything else about a village lives in
-``Village`` so tick updates touch as few bytes as possible.
+Times are integer ms since the epoch (``common.clock``). The narrow hot table the
+per-second tick rewrites, ``village_stock``, has the game's resource columns: it is
+built from the game's declaration (``db.stock.Stocks``), not here. Everything else
+about a village lives in ``Village`` so tick updates touch as few bytes as possible.
 """
 
 from __future__ import annotations
@@ -77,31 +77,6 @@ class Village(Base):
     x: Mapped[int] = mapped_column(Integer)
     y: Mapped[int] = mapped_column(Integer)
     created_ms: Mapped[int]
-
-
-class VillageStock(Base):
-    """The hot row of a village: stocks, rates and caps, rewritten by its tick shard.
-
-    Stocks and caps are fixed-point (``common.amounts.SCALE`` per unit); rates
-    are whole units per hour, ``crop_rate`` net of troop upkeep (may be negative).
-    """
-
-    __tablename__ = "village_stock"
-    __table_args__ = (Index("ix_village_stock_shard", "shard"),)
-
-    village_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    shard: Mapped[int] = mapped_column(SmallInteger)
-    updated_ms: Mapped[int]
-    wood: Mapped[int]
-    clay: Mapped[int]
-    iron: Mapped[int]
-    crop: Mapped[int]
-    wood_rate: Mapped[int]
-    clay_rate: Mapped[int]
-    iron_rate: Mapped[int]
-    crop_rate: Mapped[int]
-    warehouse_cap: Mapped[int]
-    granary_cap: Mapped[int]
 
 
 class Building(Base):

@@ -24,10 +24,10 @@ import click
 
 from common.entrypoint import setup_logging
 from common.errors import FatalError
+from common.queue.handlers import HandlerRegistry
 from common.settings import Settings, load_settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
-from common.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 

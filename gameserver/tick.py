@@ -1,7 +1,7 @@
 """The sharded per-second resource tick.
 
 Every second APScheduler fires ``TickRunner.tick``; shard ``floor(now_s) % S``
-is materialized with one set-based UPDATE (``db.stock.tick_shard``) by the
+is materialized with one set-based UPDATE (``Stocks.tick_shard``) by the
 process that holds that shard's lease. A tick that runs late, twice or not at
 all changes nothing in the result (each row carries its own ``updated_ms``), so
 leases only need to be mostly exclusive. Overruns are counted and skipped,
@@ -23,7 +23,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
-from db.stock import ShardTick, tick_shard
+from db.stock import ShardTick, Stocks
 from gameserver.leases import LeaseManager
 from gameserver.metrics import TickMetrics
 
@@ -51,7 +51,13 @@ class TickRunner:
         owns: Callable[[int], bool],
         clock: Clock = SYSTEM_CLOCK,
         metrics: TickMetrics | None = None,
+        stocks: Stocks | None = None,
     ) -> None:
+        if stocks is None:
+            from gameapi.stocks import default_stocks  # TEMPORARY SHIM: the loaded game's stocks
+
+            stocks = default_stocks()
+        self.stocks = stocks
         self.engine = engine
         self.shards = shards
         self.owns = owns
@@ -69,7 +75,7 @@ class TickRunner:
         """Materialize one shard at ``now_ms``; returns the rows updated."""
         started = time.perf_counter()
         async with self.engine.connect() as conn:
-            done = await tick_shard(conn, shard, now_ms)
+            done = await self.stocks.tick_shard(conn, shard, now_ms)
         m = self.metrics
         m.seconds.observe(time.perf_counter() - started)
         m.villages.inc(done.rows)

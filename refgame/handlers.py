@@ -24,10 +24,10 @@ from sqlalchemy import delete, select, update
 
 from common.amounts import to_fixed
 from common.ids import IdGenerator
-from common.settings import Settings
-from db.models import Building, BuildOrder, TrainingOrder
 from common.queue import Event, NewEvent
 from common.queue.handlers import Handler, HandlerContext, HandlerRegistry
+from common.settings import Settings
+from db.models import Building, BuildOrder, TrainingOrder
 from refgame import state
 from refgame.batch import BatchState
 from refgame.batch_io import MarchRow, batch_io

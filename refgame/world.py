@@ -9,7 +9,15 @@ crop production (a world speed below 1), the starvation rule trims them first.
 
 from __future__ import annotations
 
-from db.worldgen import VillageTemplate
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Table
+
+from db.models import Building, Troop
+from gameapi.game import PlaceTemplate
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.resources import RESOURCES
@@ -18,6 +26,7 @@ __all__ = [
     "STARTING_BUILDINGS",
     "STARTING_STOCK",
     "STARTING_TROOPS",
+    "VillageTemplate",
     "player_village_template",
     "village_caps",
     "village_rates",
@@ -45,6 +54,38 @@ STARTING_TROOPS: dict[str, int] = {
 }
 
 
+@dataclass(frozen=True)
+class VillageTemplate(PlaceTemplate):
+    """A reference-game village: the framework's ``PlaceTemplate`` plus what it is made of."""
+
+    buildings: Mapping[str, int] = field(default_factory=dict)
+    troops: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def warehouse_cap(self) -> int:
+        return self.caps["warehouse"]
+
+    @property
+    def granary_cap(self) -> int:
+        return self.caps["granary"]
+
+
+def _rows(
+    buildings: Mapping[str, int], troops: Mapping[str, int], village_id: int
+) -> dict[Table, Sequence[dict[str, Any]]]:
+    """A new village's own rows: every building kind's level and the troops at home."""
+    return {
+        Building.__table__: [  # type: ignore[dict-item]
+            {"village_id": village_id, "kind": kind, "level": level}
+            for kind, level in buildings.items()
+        ],
+        Troop.__table__: [  # type: ignore[dict-item]
+            {"village_id": village_id, "home_village_id": village_id, "unit": u, "count": n}
+            for u, n in troops.items()
+        ],
+    }
+
+
 def village_template(world_speed: float, *, with_troops: bool = True) -> VillageTemplate:
     """The starting village at ``world_speed``; ``with_troops=False`` for a human player's."""
     buildings = {kind: STARTING_BUILDINGS.get(kind, 0) for kind in BUILDINGS}
@@ -60,8 +101,8 @@ def village_template(world_speed: float, *, with_troops: bool = True) -> Village
         troops=troops,
         stock={r: STARTING_STOCK for r in RESOURCES},
         rates=rates,
-        warehouse_cap=warehouse_cap,
-        granary_cap=granary_cap,
+        caps={"warehouse": warehouse_cap, "granary": granary_cap},
+        rows=partial(_rows, buildings, troops),
     )
 
 

@@ -10,8 +10,9 @@ from sqlalchemy import insert, select
 
 from common.amounts import SCALE
 from common.clock import ManualClock
-from db.models import ScheduledEvent, Village, VillageStock
+from db.models import ScheduledEvent, Village
 from gameserver.tick import TickRunner
+from refgame.resources import STOCKS
 
 T0 = 1_700_000_000_000
 
@@ -23,7 +24,7 @@ async def _villages(engine, count: int, shards: int) -> None:
             [{"id": v, "name": "v", "x": v, "y": 0, "created_ms": T0} for v in range(1, count + 1)],
         )
         await conn.execute(
-            insert(VillageStock),
+            insert(STOCKS.table),
             [
                 {
                     "village_id": v, "shard": v % shards, "updated_ms": T0,
@@ -38,7 +39,7 @@ async def _villages(engine, count: int, shards: int) -> None:
 
 async def _updated(engine) -> dict[int, int]:
     async with engine.connect() as conn:
-        rows = await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))
+        rows = await conn.execute(select(STOCKS.c.village_id, STOCKS.c.updated_ms))
         return dict(rows.all())
 
 

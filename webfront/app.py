@@ -12,10 +12,10 @@ from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
 from common.node_lease import NodeLease
+from common.queue import EventQueue
 from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
-from common.queue import EventQueue
 from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
 from webfront.commands import command_endpoints
 from webfront.config import WebConfig

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from common.game import load_game_module
 from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
-from db.worldgen import VillageTemplate
+from gameapi.game import PlaceTemplate
 from webfront import ratelimit
 from webfront.codec import respond
 from webfront.errors import ApiError, unauthorized
@@ -61,11 +61,11 @@ class OkOut(Out):
     ok: bool
 
 
-def village_template(game: str, world_speed: float) -> VillageTemplate:
+def village_template(game: str, world_speed: float) -> PlaceTemplate:
     """A new player's village: the game's ``player_village_template`` if it has one."""
     world = load_game_module(game, "world")
     make = getattr(world, "player_village_template", None) or world.village_template
-    template: VillageTemplate = make(world_speed)
+    template: PlaceTemplate = make(world_speed)
     return template
 
 

@@ -38,12 +38,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.errors import ConfigError
 from common.game import load_game_module
 from common.ids import IdGenerator
+from common.queue import Event, NewEvent
+from common.queue.durable import add_durable_events
 from common.settings import Settings
 from common.snapshot_versions import bump_versions
 from db.engine import is_transaction_conflict
 from db.models import ScheduledEvent, Village
-from common.queue import Event, NewEvent
-from common.queue.durable import add_durable_events
 from webfront import idempotency, ratelimit
 from webfront.auth import authenticate
 from webfront.codec import respond

@@ -29,11 +29,11 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from multidict import CIMultiDict
-from pydantic import Field
+from pydantic import Field, create_model
 from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -42,6 +42,8 @@ from common.clock import Clock
 from common.settings import Settings
 from common.snapshot_versions import read_version
 from db.engine import create_engine
+from db.stock import Stocks
+from gameapi.stocks import default_stocks
 from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
@@ -52,7 +54,6 @@ from webfront.sessions import SessionStore, parse_cached, token_from_headers, to
 from webfront.snapshot_reads import SnapshotReads
 from webfront.validation import Out
 
-RESOURCES = ("wood", "clay", "iron", "crop")
 _SCRIPT = Script((Path(__file__).parent / "snapshot_poll.lua").read_text())
 log = logging.getLogger("webfront")
 _jitter = random.Random()  # its own generator: the global one may be seeded by others (tests)
@@ -65,17 +66,31 @@ _NO_SESSION = "the session is unknown, expired or logged out; log in again"
 class ResourceOut(Out):
     units: int = Field(description="whole units at updated_ms (fixed // scale)")
     fixed: int = Field(description="exact stock at updated_ms in fixed-point units")
-    rate_per_hour: int = Field(description="whole units per hour; crop may be negative")
+    rate_per_hour: int = Field(
+        description="whole units per hour; negative only for a resource that may decline"
+    )
     cap: int = Field(description="storage cap in whole units")
 
 
-class StocksOut(Out):
+class StocksBase(Out):
     updated_ms: int
     scale: int = Field(description="fixed-point units per resource unit")
-    wood: ResourceOut
-    clay: ResourceOut
-    iron: ResourceOut
-    crop: ResourceOut
+
+    if TYPE_CHECKING:  # the fields of the game's resources (stocks_model)
+
+        def __getattr__(self, name: str) -> ResourceOut: ...
+
+
+def stocks_model(stocks: Stocks) -> type[StocksBase]:
+    """The stocks of a village: one ``ResourceOut`` per resource the game declares."""
+    fields: dict[str, Any] = {name: (ResourceOut, ...) for name in stocks.names}
+    return create_model("StocksOut", __base__=StocksBase, **fields)
+
+
+if TYPE_CHECKING:
+    StocksOut = StocksBase
+else:
+    StocksOut = stocks_model(default_stocks())  # TEMPORARY SHIM: the loaded game's stocks
 
 
 class BuildOrderOut(Out):

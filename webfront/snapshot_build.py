@@ -56,10 +56,14 @@ from db.models import (
     TrainingOrder,
     Troop,
     Village,
-    VillageStock,
 )
+from db.stock import Stocks
+from gameapi.stocks import default_stocks
 
-_INTS, _STRS, _JSONS = 14, 3, 2
+STOCKS: Stocks = default_stocks()  # TEMPORARY SHIM: the loaded game's stocks
+# a village row: id, x, y, updated_ms, then the stock table's resource, rate and cap columns
+_STOCK_COLUMNS = list(STOCKS.table.c)[3:]  # after village_id, shard, updated_ms
+_INTS, _STRS, _JSONS = max(14, 4 + len(_STOCK_COLUMNS)), 3, 2
 Column = ColumnElement[Any] | QueryableAttribute[Any]
 HEAD, VILLAGE, BUILDING, BUILD_ORDER, TRAINING, TROOPS, MARCH = range(7)
 
@@ -120,7 +124,7 @@ def _statement() -> Select[Any]:
         .where(Report.player_id == Player.id, Report.is_read == false())
         .scalar_subquery()
     )
-    s = VillageStock
+    s = STOCKS.table
     # ``v``: the owner's village of a row; ``other``: the far end of a troop row, which may
     # be the owner's too (such rows come once, from the first of the two troop parts)
     v, other = aliased(Village), aliased(Village)
@@ -134,26 +138,11 @@ def _statement() -> Select[Any]:
             *_part(
                 owner,
                 VILLAGE,
-                [
-                    v.id,
-                    v.x,
-                    v.y,
-                    s.updated_ms,
-                    s.wood,
-                    s.clay,
-                    s.iron,
-                    s.crop,
-                    s.wood_rate,
-                    s.clay_rate,
-                    s.iron_rate,
-                    s.crop_rate,
-                    s.warehouse_cap,
-                    s.granary_cap,
-                ],
+                [v.id, v.x, v.y, s.c.updated_ms, *_STOCK_COLUMNS],
                 [v.name],
             )
         )
-        .join_from(v, s, s.village_id == v.id)
+        .join_from(v, s, s.c.village_id == v.id)
         .where(in_batch),
         select(
             *_part(owner, BUILDING, [Building.village_id, None, Building.level], [Building.kind])
@@ -247,9 +236,10 @@ SNAPSHOT_STATEMENT = _statement()
 def _village(i: Sequence[Any], name: str) -> dict[str, Any]:
     village_id, x, y, updated_ms = i[0], i[1], i[2], i[3]
     stocks: dict[str, Any] = {"updated_ms": updated_ms, "scale": SCALE}
-    for n, res in enumerate(("wood", "clay", "iron", "crop")):
-        fixed, rate = i[4 + n], i[8 + n]
-        cap = i[13] if res == "crop" else i[12]
+    n_res = len(STOCKS.names)
+    caps = dict(zip(STOCKS.caps, i[4 + 2 * n_res :], strict=False))
+    for n, res in enumerate(STOCKS.names):
+        fixed, rate, cap = i[4 + n], i[4 + n_res + n], caps[STOCKS.cap_of[res]]
         stocks[res] = {
             "units": fixed // SCALE,
             "fixed": fixed,

@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import Clock
 from common.ids import IdGenerator
-from common.settings import Settings
 from common.queue import EventQueue
+from common.settings import Settings
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache

@@ -17,7 +17,8 @@ from common.settings import Settings, load_settings
 from db.engine import check_database, create_engine
 from db.migrate import current_revision, head_revision, upgrade
 from db.models import Player, ScheduledEvent, Village
-from db.worldgen import VillageTemplate, generate_world
+from db.worldgen import generate_world
+from gameapi.game import PlaceTemplate
 
 
 def _settings() -> Settings:
@@ -27,12 +28,12 @@ def _settings() -> Settings:
         fail(str(exc), exc.exit_code)
 
 
-def load_template(game: str, settings: Settings) -> VillageTemplate:
+def load_template(game: str, settings: Settings) -> PlaceTemplate:
     try:
         world = importlib.import_module(f"{game}.world")
     except ImportError as exc:
         fail(f"--game {game}: cannot import {game}.world ({exc})")
-    template: VillageTemplate = world.village_template(settings.world_speed)
+    template: PlaceTemplate = world.village_template(settings.world_speed)
     return template
 
 

@@ -15,17 +15,17 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from common.snapshot_versions import bump_versions
-from db import events as pending
-from db.engine import is_database_outage, is_transaction_conflict
-from gameserver.config import TaskServerConfig
-from gameserver.metrics import QueueMetrics
 from common.queue import codec, durable
 from common.queue.claims import ClaimLine
 from common.queue.eventqueue import EventQueue, check_new_event
 from common.queue.events import Claim, Event, NewEvent
 from common.queue.handlers import HandlerContext, HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
+from common.snapshot_versions import bump_versions
+from db import events as pending
+from db.engine import is_database_outage, is_transaction_conflict
+from gameserver.config import TaskServerConfig
+from gameserver.metrics import QueueMetrics
 
 log = logging.getLogger(__name__)
 _is_durable = operator.attrgetter("durable")

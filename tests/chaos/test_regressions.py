@@ -13,6 +13,9 @@ from sqlalchemy.exc import DBAPIError
 from common.amounts import SCALE
 from common.clock import ManualClock
 from common.ids import IdGenerator
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.worker import is_unavailable
 from common.settings import load_settings
 from db.engine import (
     create_engine,
@@ -20,14 +23,11 @@ from db.engine import (
     is_transaction_conflict,
     session_factory,
 )
-from db.models import ScheduledEvent, Village, VillageStock
-from db.stock import tick_shard
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
-from common.queue import Event, EventQueue, NewEvent
-from common.queue.handlers import HandlerContext, HandlerRegistry
-from common.queue.worker import is_unavailable
 from refgame.commands import build, send_march
 from refgame.handlers import HANDLERS
+from refgame.resources import STOCKS
 from refgame.world import village_template
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import START_MS, Workers, eventually
@@ -126,7 +126,7 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
             spent = 0
             if settled_by == "tick":
                 async with engine.connect() as conn:
-                    await tick_shard(conn, 0, later)
+                    await STOCKS.tick_shard(conn, 0, later)
                 async with sessions() as session, session.begin():
                     tx = DriverTx(session, later, 1.0, ids)
                     order = await build(tx, home_player, home, "cropland")
@@ -140,8 +140,8 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
         end = news["due_ms"] + 3_600_000
         async with engine.connect() as conn:
             row_end = dict(
-                (await conn.execute(select(VillageStock.__table__).where(
-                    VillageStock.village_id == home))).one()._mapping
+                (await conn.execute(select(STOCKS.table).where(
+                    STOCKS.c.village_id == home))).one()._mapping
             )  # fmt: skip
         base = village_template(1.0)
         # closed form: the garrison's upkeep until the news, one legionnaire less after it

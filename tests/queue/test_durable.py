@@ -8,10 +8,10 @@ from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
-from db.models import ProcessedEvent, ScheduledEvent
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy, durable
 from common.queue.durable import add_durable_events, cancel_durable, reschedule_durable
 from common.queue.handlers import HandlerContext, HandlerRegistry
+from db.models import ProcessedEvent, ScheduledEvent
 from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually, settle
 from tests.queue.testgame import EFFECT, effects
 from tests.queue.testgame.handlers import apply_effects

@@ -10,11 +10,11 @@ from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
-from db.models import ScheduledEvent
-from gameserver.metrics import QueueMetrics
 from common.queue import Event, EventQueue, NewEvent
 from common.queue.durable import add_durable_events
 from common.queue.handlers import HandlerContext, HandlerRegistry
+from db.models import ScheduledEvent
+from gameserver.metrics import QueueMetrics
 from tests.queue.conftest import START_MS, Workers, eventually, settle
 
 KIND = "arrive"

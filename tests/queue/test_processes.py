@@ -19,10 +19,10 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK
-from common.settings import Settings
-from gameserver.leases import LeaseManager
 from common.queue import EventQueue, NewEvent
 from common.queue.durable import add_durable_events
+from common.settings import Settings
+from gameserver.leases import LeaseManager
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import ROOT, Servers, counts, eventually, server_env
 from tests.queue.testgame import EFFECT

@@ -17,13 +17,13 @@ from common import ids
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import free_port
 from common.node_lease import NODE_COOLDOWN_MS, node_keys
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from common.settings import Settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.taskserver import TaskServer
 from tests.queue.conftest import START_MS, counts, eventually
 from tests.queue.testgame import EFFECT, MEMORY

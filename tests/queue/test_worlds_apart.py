@@ -14,13 +14,13 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, ManualClock
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerContext, HandlerRegistry
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
-from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.taskserver import TaskServer
 from tests.conftest import delete_prefix
 from tests.queue.conftest import START_MS, eventually

@@ -14,16 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
 from common.ids import IdGenerator
-from common.settings import load_settings
-from db import stock
-from db.engine import create_engine, session_factory
-from db.models import ScheduledEvent, Village, VillageStock
-from db.worldgen import generate_world
 from common.queue import Event, EventQueue
 from common.queue.handlers import HandlerRegistry
 from common.queue.reconciler import Reconciler
+from common.settings import load_settings
+from db.engine import create_engine, session_factory
+from db.models import ScheduledEvent, Village
+from db.worldgen import generate_world
 from refgame import handlers as game_handlers
 from refgame.commands import build, send_march, train
+from refgame.resources import STOCKS
 from refgame.world import village_template
 from tests.queue.conftest import Workers, eventually
 from tests.refgame.driver import GameDriver
@@ -82,9 +82,9 @@ async def _world(engine: AsyncEngine) -> GameDriver:
 
 async def _stocks(engine: AsyncEngine, at_ms: int) -> dict[int, tuple[int, ...]]:
     async with engine.begin() as conn:
-        ids = [v for (v,) in await conn.execute(select(VillageStock.village_id))]
-        await stock.settle(conn, ids, at_ms)
-        rows = await conn.execute(select(VillageStock.__table__).order_by(VillageStock.village_id))
+        ids = [v for (v,) in await conn.execute(select(STOCKS.c.village_id))]
+        await STOCKS.settle(conn, ids, at_ms)
+        rows = await conn.execute(select(STOCKS.table).order_by(STOCKS.c.village_id))
         return {r.village_id: tuple(r)[2:] for r in rows}
 
 

@@ -14,8 +14,9 @@ from pydantic import Field
 from sqlalchemy import select, update
 
 from common.amounts import SCALE
-from db.models import Village, VillageStock
+from db.models import Village
 from refgame.errors import InsufficientResources, RuleError
+from refgame.resources import STOCKS
 from webfront.commands import CommandContext, CommandRoute
 from webfront.validation import Id, Out, StrictBody
 
@@ -39,10 +40,10 @@ async def spend(ctx: CommandContext, player_id: int, body: SpendBody) -> dict[st
         raise RuntimeError("secret internals of the game")
     cost = body.wood * SCALE
     result = await ctx.session.execute(
-        update(VillageStock)
-        .where(VillageStock.village_id == body.village_id, VillageStock.wood >= cost)
-        .values(wood=VillageStock.wood - cost)
-        .returning(VillageStock.wood)
+        update(STOCKS.table)
+        .where(STOCKS.c.village_id == body.village_id, STOCKS.c.wood >= cost)
+        .values(wood=STOCKS.c.wood - cost)
+        .returning(STOCKS.c.wood)
     )
     left = result.scalar_one_or_none()
     if left is None:
