@@ -35,23 +35,12 @@ from common.ids import id_created_ms
 from common.queue import EventQueue
 from common.queue.constants import PartitionKeys
 from common.queue.events import DeadEvent
-from db.models import (
-    Building,
-    BuildOrder,
-    IdempotentResponse,
-    March,
-    ProcessedEvent,
-    ScheduledEvent,
-    TrainingOrder,
-    Troop,
-    Village,
-)
-from db.models import (
-    Report as ReportRow,
-)
+from db.models import IdempotentResponse, ProcessedEvent, ScheduledEvent, Village
 from refgame.battle import BattleResult, battle_loot, verify_report
 from refgame.buildings import FIELD_KINDS
 from refgame.economy import field_production, village_caps, visible_stock
+from refgame.models import Building, BuildOrder, March, TrainingOrder, Troop
+from refgame.models import Report as ReportRow
 from refgame.resources import RESOURCES, STOCKS
 from refgame.travel import march_duration_ms
 from refgame.units import total_upkeep

@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chaos.cluster import PrivatePostgres, PrivateRedis, free_port, service_env, venv_script
 from common.settings import load_settings
-from db.models import Building, BuildOrder, Troop
+from refgame.models import Building, BuildOrder, Troop
 from refgame.resources import STOCKS
 from webfront.app import create_app
 from webfront.config import Limit, WebConfig

@@ -27,7 +27,8 @@ from chaos.players import Population, PopulationConfig, now_ms
 from common.clock import SYSTEM_CLOCK
 from common.queue import EventQueue
 from common.snapshot_versions import bump_versions
-from db.models import March, ScheduledEvent, Troop
+from db.models import ScheduledEvent
+from refgame.models import March, Troop
 from refgame.resources import STOCKS
 from refgame.units import total_upkeep
 

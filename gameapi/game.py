@@ -28,8 +28,8 @@ class Resource:
     """A resource that places produce over time, stored fixed-point in ``village_stock``.
 
     ``cap`` names the storage that limits it: resources sharing a cap share one
-    ``<cap>_cap`` column (the reference game's wood, clay and iron share its
-    warehouse). ``may_decline``: its rate may be negative (crop eaten by troops);
+    ``<cap>_cap`` column (several resources kept in one storage building share its
+    cap). ``may_decline``: its rate may be negative (food eaten by an army);
     its stock then stops at zero and the game decides what running out means
     (the reference game starves troops). Columns: ``<name>``, ``<name>_rate``.
     """

@@ -19,7 +19,8 @@ from sqlalchemy import Table, bindparam, delete, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.engine import json_dumps
-from db.models import Building, March, Report, Troop, Village
+from db.models import Village
+from refgame.models import Building, March, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
 from refgame.state import VillageInfo, add_troop_counts
 

@@ -16,7 +16,6 @@ from sqlalchemy import insert, select, update
 
 from common.amounts import to_fixed
 from db import events as pending
-from db.models import BuildOrder, March, TrainingOrder
 from refgame import state
 from refgame.buildings import plan_build
 from refgame.errors import (
@@ -29,6 +28,7 @@ from refgame.errors import (
     RuleError,
 )
 from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
+from refgame.models import BuildOrder, March, TrainingOrder
 from refgame.resources import RESOURCES, STOCKS
 from refgame.travel import check_recall, plan_march, recall_return_ms
 from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training

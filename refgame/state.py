@@ -17,8 +17,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.ids import IdGenerator
-from db.models import Building, Report, Troop, Village
+from db.models import Village
 from refgame.economy import starvation_time_ms, stock_at
+from refgame.models import Building, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
 
 STARVATION = "starvation"  # event kind: the crop of a village may have run out

@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import Table
 
-from db.models import Building, Troop
 from gameapi.game import PlaceTemplate
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
+from refgame.models import Building, Troop
 from refgame.resources import RESOURCES
 
 __all__ = [

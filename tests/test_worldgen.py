@@ -6,9 +6,10 @@ import pytest
 from sqlalchemy import func, select
 
 from common.amounts import SCALE
-from db.models import Building, Player, Troop, Village
+from db.models import Player, Village
 from db.worldgen import free_coordinates, generate_world
 from gameapi import PlaceTemplate
+from refgame.models import Building, Troop
 from refgame.resources import STOCKS
 
 

@@ -14,7 +14,7 @@ from pydantic import Field
 from sqlalchemy import case, false, func, select, update
 
 from common.snapshot_versions import bump_versions
-from db.models import Report
+from refgame.models import Report
 from webfront.auth import authenticate
 from webfront.codec import respond
 from webfront.errors import not_found

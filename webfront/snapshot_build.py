@@ -47,18 +47,10 @@ from sqlalchemy.orm import QueryableAttribute, aliased
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from common.amounts import SCALE
-from db.models import (
-    Building,
-    BuildOrder,
-    March,
-    Player,
-    Report,
-    TrainingOrder,
-    Troop,
-    Village,
-)
+from db.models import Player, Village
 from db.stock import Stocks
 from gameapi.stocks import default_stocks
+from refgame.models import Building, BuildOrder, March, Report, TrainingOrder, Troop
 
 STOCKS: Stocks = default_stocks()  # TEMPORARY SHIM: the loaded game's stocks
 # a village row: id, x, y, updated_ms, then the stock table's resource, rate and cap columns

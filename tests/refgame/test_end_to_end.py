@@ -17,11 +17,12 @@ from common.clock import SYSTEM_CLOCK
 from common.queue.handlers import HandlerRegistry
 from common.settings import Settings
 from db.engine import create_engine
-from db.models import March, Report, Troop, Village
+from db.models import Village
 from gameserver import builtin
 from gameserver.taskserver import TaskServer
 from refgame import handlers as game_handlers
 from refgame.battle import verify_report
+from refgame.models import March, Report, Troop
 from refgame.resources import STOCKS
 from refgame.state import add_troops
 from tests.queue.conftest import eventually

@@ -7,13 +7,14 @@ from sqlalchemy import delete, func, select, update
 
 from common.amounts import accrue, to_fixed
 from common.clock import ManualClock
-from db.models import Building, March, Report, ScheduledEvent, Troop, Village
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame import commands
 from refgame.battle import verify_report
 from refgame.buildings import build_cost
 from refgame.economy import field_production, stock_at
 from refgame.errors import InsufficientResources, InsufficientTroops, NotRecallable, NotYourVillage
+from refgame.models import Building, March, Report, Troop
 from refgame.resources import STOCKS
 from refgame.units import total_upkeep
 from refgame.world import village_template

@@ -14,8 +14,9 @@ from common.amounts import to_fixed
 from common.clock import ManualClock
 from common.settings import Settings
 from db.engine import create_engine
-from db.models import BuildOrder, ScheduledEvent, Village
+from db.models import ScheduledEvent, Village
 from refgame.buildings import build_cost
+from refgame.models import BuildOrder
 from refgame.resources import STOCKS
 from tests.web.conftest import FAST_CONFIG, PASSWORD
 from webfront.app import create_app

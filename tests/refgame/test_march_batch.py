@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from db.engine import session_factory
-from db.models import March, Report, ScheduledEvent, Troop, Village
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame import commands, handlers
+from refgame.models import March, Report, Troop
 from refgame.resources import STOCKS
 from refgame.world import STARTING_TROOPS, village_template
 from tests.refgame.driver import DriverTx

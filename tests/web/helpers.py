@@ -8,7 +8,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.amounts import SCALE
-from db.models import March, Report
+from refgame.models import March, Report
 from refgame.resources import STOCKS
 
 _next_id = [10_000]

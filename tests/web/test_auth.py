@@ -12,7 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
 from common.settings import Settings
-from db.models import Building, Player, PlayerSession, Village
+from db.models import Player, PlayerSession, Village
+from refgame.models import Building
 from refgame.resources import STOCKS
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
 from webfront import keys
