@@ -329,8 +329,12 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     # ids are 64-bit: the page reads and writes them digit for digit (a JS number would
     # round 385675733570707457 to ...456 and a recall would name another march)
     big = "385675733570707457"
-    assert page.evaluate(f"String(parseJson('{{\"march_id\": {big}}}').march_id)") == big
-    assert page.evaluate(f"toJson(parseJson('{{\"march_id\": {big}}}'))") == f'{{"march_id":{big}}}'
+    sdk = "import('/sdk/webgame.js').then(({ parseJson, toJson }) => "
+    assert page.evaluate(f"{sdk}String(parseJson('{{\"march_id\": {big}}}').march_id))") == big
+    assert (
+        page.evaluate(f"{sdk}toJson(parseJson('{{\"march_id\": {big}}}')))")
+        == f'{{"march_id":{big}}}'
+    )
 
     # a raid, recalled on its way: the troops come home (the recall names a 64-bit march id)
     home = page.locator("#home-legionnaire")
@@ -385,7 +389,8 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     assert 304 in [r.status for r in polls if r.headers.get("if-none-match")]
     polls.clear()
     set_hidden(page, True)
-    page.evaluate("pollSoon(0)")  # what a command or a countdown at zero does
+    # what a command or a countdown at zero does (the page's module is loaded once per URL)
+    page.evaluate("import('/static/app.js').then((app) => app.pollSoon(0))")
     page.wait_for_timeout(1500)
     assert [r.url for r in polls] == [], "the hidden tab polled"
     with page.expect_request("**/api/time"), page.expect_request("**/api/snapshot"):
