@@ -143,7 +143,7 @@ export class SnapshotPoller extends EventTarget {
   }
 
   stop() {
-    clearTimeout(this.timer);
+    this.cancel();
     this.running = false;
     this.generation++;
     this.etag = null;
@@ -161,10 +161,23 @@ export class SnapshotPoller extends EventTarget {
     return Math.min(this.minMs * 2 ** Math.max(0, this.quiet - 1), this.maxMs);
   }
 
+  /* A poll is due (false while stopped or hidden). */
+  get scheduled() {
+    return this.timer !== 0;
+  }
+
   schedule(ms) {
-    clearTimeout(this.timer);
+    this.cancel();
     if (!this.running || pageHidden()) return;
-    this.timer = setTimeout(() => this.pollNow(), ms);
+    this.timer = setTimeout(() => {
+      this.timer = 0;
+      this.pollNow();
+    }, ms);
+  }
+
+  cancel() {
+    clearTimeout(this.timer);
+    this.timer = 0;
   }
 
   async pollNow() {
@@ -334,7 +347,7 @@ export class WebGame extends EventTarget {
   /* A tab coming back may have a drifted clock (sleep, NTP) and missed changes. */
   async onVisibility() {
     if (pageHidden()) {
-      clearTimeout(this.poller?.timer);
+      this.poller?.cancel();
       return;
     }
     await this.clock.sync();
