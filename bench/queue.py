@@ -751,12 +751,9 @@ def _radius_for(villages: int) -> int:
 def timed_registry(settings: Any, recorder: Recorder, measured: str) -> Any:
     """The task server's real registry (builtin + the game's), ``measured`` wrapped to time it."""
     from common.queue.handlers import HandlerRegistry
-    from gameserver import builtin
-    from gameserver.main import load_game
+    from gameserver.main import game_registry
 
-    real = HandlerRegistry()
-    builtin.register(real)
-    load_game(settings.game, real, settings)
+    real = game_registry(settings)
     registry = HandlerRegistry()
     for kind in real.kinds():
         reg = real.get(kind)

@@ -1,8 +1,55 @@
-"""The game API: what a game imports from the framework (see FRAMEWORK.md)."""
+"""The framework's public API for games: a game imports from here and nowhere else.
+
+See ``gameapi.game`` for what a game declares, README "Writing a game" for a
+walk-through and ``examples/`` for two games built on nothing else.
+"""
 
 from __future__ import annotations
 
+from common.amounts import SCALE, to_fixed, to_units
+from common.queue.events import Event
+from common.queue.handlers import Handler, HandlerRegistry
+from common.queue.policy import RetryPolicy
+from common.queue.tx import Tx, UnknownEventKind
+from db.models import NAMING, Player, Village
 from gameapi.game import Game, PlaceTemplate, Resource, SnapshotPart
+from gameapi.loading import handler_registry, load_game
+from gameapi.places import NotYourPlace, own_place
+from gameapi.routes import CommandRoute, QueryRoute
 from gameapi.stocks import Stocks, stocks_for, stocks_of
+from webfront.validation import Id, Out, Query, StrictBody
 
-__all__ = ["Game", "PlaceTemplate", "Resource", "SnapshotPart", "Stocks", "stocks_for", "stocks_of"]
+places = Village.__table__
+players = Player.__table__
+
+__all__ = [
+    "NAMING",
+    "SCALE",
+    "CommandRoute",
+    "Event",
+    "Game",
+    "Handler",
+    "HandlerRegistry",
+    "Id",
+    "NotYourPlace",
+    "Out",
+    "PlaceTemplate",
+    "Query",
+    "QueryRoute",
+    "Resource",
+    "RetryPolicy",
+    "SnapshotPart",
+    "Stocks",
+    "StrictBody",
+    "Tx",
+    "UnknownEventKind",
+    "handler_registry",
+    "load_game",
+    "own_place",
+    "places",
+    "players",
+    "stocks_for",
+    "stocks_of",
+    "to_fixed",
+    "to_units",
+]

@@ -326,6 +326,7 @@ class TaskServer:
             metrics=self.metrics,
             lease_valid=self.leases.valid,
             burst=self.burst,
+            world_speed=self.settings.world_speed,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

@@ -16,6 +16,7 @@ from sqlalchemy import insert, select, update
 
 from common.amounts import to_fixed
 from db import events as pending
+from gameapi.routes import CommandRoute
 from refgame import state
 from refgame.buildings import plan_build
 from refgame.errors import (
@@ -32,7 +33,6 @@ from refgame.models import BuildOrder, March, TrainingOrder
 from refgame.resources import RESOURCES, STOCKS
 from refgame.travel import check_recall, plan_march, recall_return_ms
 from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training
-from webfront.commands import CommandRoute
 from webfront.validation import Id, Out, StrictBody
 
 

@@ -1,4 +1,4 @@
-"""A new village of the reference game, for the world generator and for new players.
+"""The reference game as the framework loads it (``GAME``), and its new villages.
 
 Every building kind gets a row (level 0 where not built), so an upgrade is an
 UPDATE. Rates come from ``economy.village_rates`` and caps from
@@ -16,13 +16,15 @@ from typing import Any
 
 from sqlalchemy import Table
 
-from gameapi.game import PlaceTemplate
+from gameapi.game import Game, PlaceTemplate
+from refgame import commands, handlers
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
-from refgame.models import Building, Troop
-from refgame.resources import RESOURCES
+from refgame.models import MIGRATIONS, Base, Building, Troop
+from refgame.resources import RESOURCE_TYPES, RESOURCES
 
 __all__ = [
+    "GAME",
     "STARTING_BUILDINGS",
     "STARTING_STOCK",
     "STARTING_TROOPS",
@@ -44,6 +46,7 @@ STARTING_BUILDINGS: dict[str, int] = {
     "rally_point": 1,
     "barracks": 1,
 }
+DECLARED_RESOURCES = RESOURCE_TYPES  # wood, clay, iron (warehouse), crop (granary, may decline)
 STARTING_STOCK = 750  # whole units of each resource
 # Upkeep 39 crop/hour against 45 of production at world speed 1.
 STARTING_TROOPS: dict[str, int] = {
@@ -109,3 +112,20 @@ def village_template(world_speed: float, *, with_troops: bool = True) -> Village
 def player_village_template(world_speed: float) -> VillageTemplate:
     """A human player's first village: like a bot's, but without troops (train them)."""
     return village_template(world_speed, with_troops=False)
+
+
+def new_place(world_speed: float, bot: bool) -> VillageTemplate:
+    """A generated bot's village (with troops) or a new player's (train them)."""
+    return village_template(world_speed, with_troops=bot)
+
+
+GAME = Game(
+    name="refgame",
+    resources=RESOURCE_TYPES,
+    new_place=new_place,
+    register_handlers=handlers.register,
+    commands=commands.ROUTES,
+    rule_errors=commands.RULE_ERRORS,
+    tables=Base.metadata,
+    migrations=MIGRATIONS,
+)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from aiohttp import web
 
@@ -16,12 +15,14 @@ from common.queue import EventQueue
 from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
+from gameapi.loading import handler_registry, load_game
 from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
-from webfront.commands import command_endpoints
+from webfront.commands import endpoints_for
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
+from webfront.queries import query_endpoints
 from webfront.ratelimit import RateLimiter
 from webfront.routing import Endpoint, mount
 from webfront.sessions import SessionStore
@@ -29,7 +30,9 @@ from webfront.state import (
     CLOCK,
     CONFIG,
     ENGINE,
+    EVENT_KINDS,
     FAST_REDIS,
+    GAME,
     HASH_POOL,
     IDS,
     LIMITER,
@@ -41,10 +44,9 @@ from webfront.state import (
     SESSIONS,
     SETTINGS,
 )
+from webfront.static_files import INDEX, SDK_DIR, client_dir
 
 __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
-
-STATIC_DIR = Path(__file__).with_name("static")
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
@@ -122,24 +124,40 @@ async def _id_node(app: web.Application) -> AsyncIterator[None]:
     await lease.release()
 
 
-async def index(_request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC_DIR / "index.html")
+def client_endpoints(game: str) -> list[Endpoint]:
+    """``/``, ``/static/`` (the game's client or the generic page) and ``/sdk/``."""
+    folder = client_dir(game)
 
+    async def index(_request: web.Request) -> web.FileResponse:
+        return web.FileResponse(folder / INDEX)
 
-CLIENT_ENDPOINTS = [
-    Endpoint("GET", "/", index, "The browser client", "client", auth=False, media_type="text/html"),
-    Endpoint(
-        "GET",
-        "/static/{filename}",
-        None,
-        "Files of the browser client",
-        "client",
-        auth=False,
-        media_type="application/octet-stream",
-        errors=(404,),
-        static_dir=STATIC_DIR,
-    ),
-]
+    return [
+        Endpoint(
+            "GET", "/", index, "The browser client", "client", auth=False, media_type="text/html"
+        ),
+        Endpoint(
+            "GET",
+            "/static/{filename}",
+            None,
+            "Files of the browser client (the game's own, or the generic page)",
+            "client",
+            auth=False,
+            media_type="application/octet-stream",
+            errors=(404,),
+            static_dir=folder,
+        ),
+        Endpoint(
+            "GET",
+            "/sdk/{filename}",
+            None,
+            "The browser SDK every client imports (webgame.js)",
+            "client",
+            auth=False,
+            media_type="application/octet-stream",
+            errors=(404,),
+            static_dir=SDK_DIR,
+        ),
+    ]
 
 
 def create_app(
@@ -152,6 +170,9 @@ def create_app(
     app[CLOCK] = clock
     app[CONFIG] = config
     app[METRICS] = metrics
+    game = load_game(settings.game)
+    app[GAME] = game
+    app[EVENT_KINDS] = handler_registry(game, settings)
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
     mount(
@@ -162,10 +183,11 @@ def create_app(
             *snapshot.ENDPOINTS,
             *mapview.ENDPOINTS,
             *reports.ENDPOINTS,
-            *command_endpoints(settings.game),
+            *endpoints_for(game.commands, game.rule_errors),
+            *query_endpoints(game.queries, game.rule_errors),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
-            *CLIENT_ENDPOINTS,
+            *client_endpoints(settings.game),
         ],
         metrics,
     )

@@ -198,9 +198,9 @@ class Servers:
 
     def start(self, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gameserver", "--game", "tests.queue.testgame", *args],
+            [sys.executable, "-m", "gameserver", *args],
             cwd=ROOT,
-            env=env,
+            env={"GAME": "tests.queue.testgame", **env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -57,7 +57,7 @@ def task_server(
     }
     log = (tmp_path / "gameserver.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gameserver", "--game", "refgame"],
+        [sys.executable, "-m", "gameserver"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     yield proc
