@@ -101,18 +101,14 @@ async def create_account(
     map_radius: int,
     now_ms: int,
     village_name: str | None = None,
+    stocks: Stocks,
     rng: random.Random | None = None,
-    stocks: Stocks | None = None,
 ) -> NewAccount:
     """Insert a player with one village (its stock and the game's rows from ``template``;
-    ``stocks``: the game's, None for the default game's).
+    ``stocks``: the game's, ``gameapi.stocks_of(game)``).
 
     Raises NameTaken or MapFull; nothing is written then.
     """
-    if stocks is None:
-        from gameapi.stocks import default_stocks  # TEMPORARY SHIM: the loaded game's stocks
-
-        stocks = default_stocks()
     rng = rng or random.Random()
     for _ in range(_ATTEMPTS):
         try:

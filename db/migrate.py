@@ -26,12 +26,11 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 FRAMEWORK_VERSIONS = MIGRATIONS_DIR / "versions"
 
 
-def default_game_migrations() -> Path | None:
-    """TEMPORARY SHIM (until callers pass the loaded Game's ``migrations``): the reference
-    game's Alembic branch."""
-    from refgame.models import MIGRATIONS
+def game_migrations_of(settings: Settings) -> Path | None:
+    """The Alembic versions directory of the game ``GAME`` names (None: it has no tables)."""
+    from gameapi.loading import load_game  # the loader imports the game, which imports db
 
-    return MIGRATIONS
+    return load_game(settings.game).migrations
 
 
 def migration_locations(game_migrations: Path | None) -> list[Path]:
@@ -41,22 +40,22 @@ def migration_locations(game_migrations: Path | None) -> list[Path]:
     )
 
 
-def alembic_config(settings: Settings | None, game_migrations: Path | None = None) -> Config:
-    """``game_migrations``: the game's versions directory (None: the default game's)."""
+def alembic_config(settings: Settings, game_migrations: Path | None = None) -> Config:
+    """``game_migrations``: the game's versions directory (None: that of the game ``GAME``
+    names, from ``load_game``)."""
     if game_migrations is None:
-        game_migrations = default_game_migrations()
+        game_migrations = game_migrations_of(settings)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("path_separator", "os")
     locations = migration_locations(game_migrations)
     config.set_main_option("version_locations", os.pathsep.join(str(p) for p in locations))
-    if settings is not None:
-        config.set_main_option("sqlalchemy.url", settings.database_url.replace("%", "%%"))
+    config.set_main_option("sqlalchemy.url", settings.database_url.replace("%", "%%"))
     return config
 
 
-def head_revisions(settings: Settings | None, game_migrations: Path | None = None) -> set[str]:
-    return set(_script(game_migrations).get_heads())
+def head_revisions(settings: Settings, game_migrations: Path | None = None) -> set[str]:
+    return set(_script(settings, game_migrations).get_heads())
 
 
 def head_revision(settings: Settings, game_migrations: Path | None = None) -> str:
@@ -96,9 +95,8 @@ async def downgrade(
         await conn.run_sync(run)
 
 
-def _script(game_migrations: Path | None) -> ScriptDirectory:
-    config = alembic_config(None, game_migrations)
-    return ScriptDirectory.from_config(config)
+def _script(settings: Settings, game_migrations: Path | None) -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config(settings, game_migrations))
 
 
 def _applied(script: ScriptDirectory, recorded: set[str]) -> set[str]:
@@ -123,18 +121,22 @@ def _applied(script: ScriptDirectory, recorded: set[str]) -> set[str]:
     return seen - followed
 
 
-async def current_revisions(engine: AsyncEngine, game_migrations: Path | None = None) -> set[str]:
+async def current_revisions(
+    engine: AsyncEngine, settings: Settings, game_migrations: Path | None = None
+) -> set[str]:
     def read(connection: Connection) -> set[str]:
         return set(MigrationContext.configure(connection).get_current_heads())
 
     async with engine.connect() as conn:
         recorded = await conn.run_sync(read)
-    return _applied(_script(game_migrations), recorded) if recorded else set()
+    return _applied(_script(settings, game_migrations), recorded) if recorded else set()
 
 
-async def current_revision(engine: AsyncEngine, game_migrations: Path | None = None) -> str | None:
+async def current_revision(
+    engine: AsyncEngine, settings: Settings, game_migrations: Path | None = None
+) -> str | None:
     """The database's heads as one comma-separated string (None: no schema)."""
-    heads = await current_revisions(engine, game_migrations)
+    heads = await current_revisions(engine, settings, game_migrations)
     return ",".join(sorted(heads)) or None
 
 
@@ -142,7 +144,7 @@ async def require_current(
     engine: AsyncEngine, settings: Settings, game_migrations: Path | None = None
 ) -> None:
     """Raise MigrationError unless the database schema is at the code's head revisions."""
-    current = await current_revision(engine, game_migrations)
+    current = await current_revision(engine, settings, game_migrations)
     head = head_revision(settings, game_migrations)
     if current != head:
         state = "has no schema" if current is None else f"is at revision {current}"

@@ -99,14 +99,10 @@ async def generate_world(
     name_prefix: str = "bot",
     seed: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
-    stocks: Stocks | None = None,
+    stocks: Stocks,
 ) -> WorldSummary:
     """Add ``players`` bot players, each with ``villages_per_player`` villages from ``template``
-    (``stocks``: the game's; None for the default game's)."""
-    if stocks is None:
-        from gameapi.stocks import default_stocks  # TEMPORARY SHIM: the loaded game's stocks
-
-        stocks = default_stocks()
+    (a place of the game whose ``stocks`` these are: ``gameapi.stocks_of(game)``)."""
     if players < 0 or villages_per_player < 1:
         raise ValueError("players must be >= 0 and villages_per_player >= 1")
     rng = random.Random(seed)

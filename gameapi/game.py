@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from common.queue.handlers import HandlerRegistry
     from common.settings import Settings
 
+# a Select of any columns (the Select of a part's query, whatever its columns' types)
+AnySelect = Select[*tuple[Any, ...]]
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,23}")
 
 
@@ -61,20 +63,26 @@ class PlaceTemplate:
 
 @dataclass(frozen=True)
 class SnapshotPart:
-    """A part of every place in a player's snapshot, read from the game's tables.
+    """A part of a player's snapshot, read from the game's tables.
 
-    ``query()`` returns a Select whose first column is labelled ``place_id``
-    (the place whose snapshot gets the row); the framework keeps the rows of
-    the viewing player's places. ``shape="list"``: the place gets
-    ``key: [row dict without place_id, ...]``; ``shape="map"``: ``key:
-    {second column: third column}``. ``view(row, viewer_id)`` may rewrite or
-    hide (return None) a row for the viewing player.
+    ``query()`` returns a Select whose first column is labelled ``place_id`` (the
+    place whose snapshot gets the row) or ``player_id`` (a part of the player's
+    own, beside ``villages``); the framework keeps the rows of the viewing
+    player's places (or the player's own). Its other columns are integers,
+    strings or JSON. ``shape="list"``: ``key: [row dict without place_id, ...]``,
+    in the order of the row's columns; ``shape="map"``: ``key: {second column:
+    third column}``; ``shape="value"``: ``key: second column`` (one row per player
+    or place). ``view(row, viewer_id)`` may rewrite or hide (return None) a list
+    row for the viewing player. Parts with the same key fill one list, ordered
+    together. ``model``: the pydantic model (or type) of one list item, map value
+    or value, for the documented response.
     """
 
     key: str
-    query: Callable[[], Select[Any]]
+    query: Callable[[], AnySelect]
     shape: str = "list"
     view: Callable[[dict[str, Any], int], dict[str, Any] | None] | None = None
+    model: Any = None
 
 
 @dataclass(frozen=True)

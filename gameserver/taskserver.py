@@ -168,7 +168,7 @@ class TaskServer:
             await self._open()
             assert self.redis is not None and self.engine is not None
             kind = "cluster" if isinstance(self.redis, RedisCluster) else "single node"
-            revision = await current_revision(self.engine)
+            revision = await current_revision(self.engine, self.settings)
             return [
                 f"redis: ok ({kind}, prefix {self.settings.redis_prefix!r})",
                 f"database: ok (schema revision {revision})",

@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
 from db.stock import ShardTick, Stocks
+from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 from gameserver.leases import LeaseManager
 from gameserver.metrics import TickMetrics
 
@@ -51,13 +53,10 @@ class TickRunner:
         owns: Callable[[int], bool],
         clock: Clock = SYSTEM_CLOCK,
         metrics: TickMetrics | None = None,
-        stocks: Stocks | None = None,
+        *,
+        stocks: Stocks,
     ) -> None:
-        if stocks is None:
-            from gameapi.stocks import default_stocks  # TEMPORARY SHIM: the loaded game's stocks
-
-            stocks = default_stocks()
-        self.stocks = stocks
+        self.stocks = stocks  # the game's: gameapi.stocks_of(game)
         self.engine = engine
         self.shards = shards
         self.owns = owns
@@ -182,6 +181,7 @@ class ShardedTick:
             owns=lambda shard: shard in leases.held and leases.valid(),
             clock=server.clock,
             metrics=TickMetrics(server.metrics.registry),
+            stocks=stocks_of(load_game(server.settings.game)),  # loaded (and checked) at start
         )
         self.runner.attach(server.scheduler)
         self.leases = leases

@@ -22,9 +22,12 @@ from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
 from refgame.resources import RESOURCE_TYPES, RESOURCES
+from refgame.snapshot import SNAPSHOT_PARTS
 
 __all__ = [
+    "DECLARED_RESOURCES",
     "GAME",
+    "MIGRATIONS",
     "STARTING_BUILDINGS",
     "STARTING_STOCK",
     "STARTING_TROOPS",
@@ -128,4 +131,5 @@ GAME = Game(
     rule_errors=commands.RULE_ERRORS,
     tables=Base.metadata,
     migrations=MIGRATIONS,
+    snapshot_parts=SNAPSHOT_PARTS,
 )

@@ -26,7 +26,7 @@ OLD_HEAD = "0003"  # the head when the reference game's tables were the framewor
 
 
 async def test_schema_matches_models(settings, engine) -> None:
-    assert await current_revision(engine) == head_revision(settings)
+    assert await current_revision(engine, settings) == head_revision(settings)
     async with engine.connect() as conn:
         tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
         stock_columns = await conn.run_sync(
@@ -85,7 +85,7 @@ async def _contents(engine: AsyncEngine) -> dict[str, Any]:
 async def _upgrade_keeps_everything(settings: Settings) -> dict[str, Any]:
     engine = create_engine(settings)
     try:
-        assert await current_revision(engine) == OLD_HEAD
+        assert await current_revision(engine, settings) == OLD_HEAD
         before = await _contents(engine)
         await upgrade(engine, settings)
         await require_current(engine, settings)

@@ -46,7 +46,7 @@ async def _updated(engine) -> dict[int, int]:
 async def test_each_second_ticks_its_shard_when_owned(engine) -> None:
     await _villages(engine, 12, shards=3)
     clock = ManualClock(T0)
-    runner = TickRunner(engine, shards=3, owns=lambda shard: shard != 2, clock=clock)
+    runner = TickRunner(engine, stocks=STOCKS, shards=3, owns=lambda shard: shard != 2, clock=clock)
     for second in range(1, 7):
         await clock.set(T0 + second * 1000)
         await runner.tick()
@@ -63,7 +63,7 @@ async def test_each_second_ticks_its_shard_when_owned(engine) -> None:
 
 async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
     await _villages(engine, 4, shards=1)
-    runner = TickRunner(engine, shards=1, owns=lambda shard: True)
+    runner = TickRunner(engine, stocks=STOCKS, shards=1, owns=lambda shard: True)
     runner.start()
     try:
         await asyncio.sleep(2.6)
@@ -72,7 +72,7 @@ async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
     assert runner.ticks_run >= 1
     assert min((await _updated(engine)).values()) > T0
 
-    slow = TickRunner(engine, shards=1, owns=lambda shard: True)
+    slow = TickRunner(engine, stocks=STOCKS, shards=1, owns=lambda shard: True)
 
     async def stuck(shard: int, now_ms: int) -> int:
         await asyncio.sleep(2.5)
@@ -101,7 +101,7 @@ async def test_a_horizon_held_back_for_long_names_the_event_in_a_warning(
             )
         )  # fmt: skip
     clock = ManualClock(T0 + 10_500)
-    runner = TickRunner(engine, shards=1, owns=lambda shard: True, clock=clock)
+    runner = TickRunner(engine, stocks=STOCKS, shards=1, owns=lambda shard: True, clock=clock)
     caplog.set_level(logging.WARNING, logger="gameserver.tick")
     await runner.tick()
     assert (await _updated(engine))[1] == T0 + 500

@@ -36,7 +36,9 @@ TEMPLATE = PlaceTemplate(
 async def test_shards_are_split_and_taken_over(
     settings: Settings, engine, redis: Redis, servers: Servers
 ) -> None:
-    await generate_world(engine, players=40, template=TEMPLATE, shards=4, map_radius=10)
+    await generate_world(
+        engine, stocks=STOCKS, players=40, template=TEMPLATE, shards=4, map_radius=10
+    )
     env = server_env(settings, TICK_SHARDS="4")
     first = servers.start(env)
     second = servers.start(env)

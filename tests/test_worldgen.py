@@ -43,6 +43,7 @@ async def _count(engine, model) -> int:
 async def test_generates_players_villages_and_their_rows(engine, settings) -> None:
     summary = await generate_world(
         engine,
+        stocks=STOCKS,
         players=40,
         villages_per_player=2,
         template=TEMPLATE,
@@ -67,8 +68,12 @@ async def test_generates_players_villages_and_their_rows(engine, settings) -> No
 
 
 async def test_second_run_appends_without_collisions(engine) -> None:
-    await generate_world(engine, players=10, template=TEMPLATE, shards=4, map_radius=10, seed=2)
-    second = await generate_world(engine, players=10, template=TEMPLATE, shards=4, map_radius=10)
+    await generate_world(
+        engine, stocks=STOCKS, players=10, template=TEMPLATE, shards=4, map_radius=10, seed=2
+    )
+    second = await generate_world(
+        engine, stocks=STOCKS, players=10, template=TEMPLATE, shards=4, map_radius=10
+    )
     assert second.first_village_id == 11
     assert await _count(engine, Village) == 20
     async with engine.connect() as conn:
@@ -77,7 +82,9 @@ async def test_second_run_appends_without_collisions(engine) -> None:
 
 async def test_a_full_map_is_a_clear_error(engine) -> None:
     with pytest.raises(ValueError, match="raise MAP_RADIUS"):
-        await generate_world(engine, players=30, template=TEMPLATE, shards=4, map_radius=2)
+        await generate_world(
+            engine, stocks=STOCKS, players=30, template=TEMPLATE, shards=4, map_radius=2
+        )
     assert await _count(engine, Village) == 0
 
 

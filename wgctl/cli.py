@@ -20,6 +20,7 @@ from db.models import Player, ScheduledEvent, Village
 from db.worldgen import generate_world
 from gameapi.game import PlaceTemplate
 from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 
 
 def _settings() -> Settings:
@@ -54,9 +55,9 @@ def migrate() -> None:
         engine = create_engine(settings)
         try:
             await check_database(engine)
-            before = await current_revision(engine)
+            before = await current_revision(engine, settings)
             await upgrade(engine, settings)
-            after = await current_revision(engine)
+            after = await current_revision(engine, settings)
         finally:
             await engine.dispose()
         click.echo(f"database migrated: {before or 'empty'} -> {after}")
@@ -84,6 +85,7 @@ def worldgen(players: int, villages_per_player: int, seed: int | None) -> None:
                     players=players,
                     villages_per_player=villages_per_player,
                     template=template,
+                    stocks=stocks_of(load_game(settings.game)),
                     shards=settings.tick_shards,
                     map_radius=settings.map_radius,
                     seed=seed,
@@ -106,7 +108,7 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
     engine = create_engine(settings)
     try:
         await check_database(engine)
-        status["db_revision"] = await current_revision(engine)
+        status["db_revision"] = await current_revision(engine, settings)
         status["db_head"] = head_revision(settings)
         if status["db_revision"] is not None:
             async with engine.connect() as conn:

@@ -90,8 +90,8 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
     ids = IdGenerator()
     try:
         summary = await generate_world(
-            engine, players=2, template=village_template(1.0), shards=1, map_radius=3,
-            seed=4, clock=ManualClock(T0),
+            engine, stocks=STOCKS, players=2, template=village_template(1.0), shards=1,
+            map_radius=3, seed=4, clock=ManualClock(T0),
         )  # fmt: skip
         home, target = summary.first_village_id, summary.last_village_id
         async with engine.connect() as conn:

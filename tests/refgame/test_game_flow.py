@@ -29,6 +29,7 @@ async def game(engine) -> GameDriver:
     clock = ManualClock(T0)
     await generate_world(
         engine,
+        stocks=STOCKS,
         players=3,
         template=village_template(1.0),
         shards=4,

@@ -56,8 +56,8 @@ async def _world(engine: AsyncEngine) -> GameDriver:
     comes home fast) and trains three legionnaires one after the other (events of home
     before and after the news); the other builds a field and attacks home."""
     summary = await generate_world(
-        engine, players=2, template=village_template(1.0), shards=1, map_radius=3, seed=4,
-        clock=ManualClock(T0),
+        engine, stocks=STOCKS, players=2, template=village_template(1.0), shards=1, map_radius=3,
+        seed=4, clock=ManualClock(T0),
     )  # fmt: skip
     home, target = summary.first_village_id, summary.last_village_id
     async with engine.connect() as conn:

@@ -31,8 +31,8 @@ async def world(engine: AsyncEngine) -> list[handlers.Arrival]:
     """Seven villages (ids 1..7, player i owns village i) and the marches of one batch."""
     clock = ManualClock(T0)
     await generate_world(
-        engine, players=7, template=village_template(1.0), shards=2, map_radius=8, seed=5,
-        clock=clock,
+        engine, stocks=STOCKS, players=7, template=village_template(1.0), shards=2, map_radius=8,
+        seed=5, clock=clock,
     )  # fmt: skip
     sessions = session_factory(engine)
     ids = IdGenerator(clock)
