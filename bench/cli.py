@@ -33,6 +33,8 @@ async def tick_bench(
     out: Path,
 ) -> dict[str, Any]:
     from bench.tick import BYTES_PER_VILLAGE, populate, run_rotations
+    from gameapi.loading import load_game
+    from gameapi.stocks import stocks_of
 
     data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
     check_disk(data_dir, villages * BYTES_PER_VILLAGE[db], f"a tick bench of {villages:,} villages")
@@ -41,9 +43,10 @@ async def tick_bench(
     database = await fresh_database(db, db_name, redis_url, pg_admin_url)
     try:
         report.console.print(f"populating {villages:,} villages on {db} ...")
-        await populate(database.engine, villages, shards)
+        stocks = stocks_of(load_game(database.settings.game))
+        await populate(database.engine, villages, shards, stocks)
         load_at_start = load_average()
-        figures = await run_rotations(database.engine, villages, shards, rotations)
+        figures = await run_rotations(database.engine, villages, shards, rotations, stocks)
         version = await _db_version(database.engine)
     finally:
         await drop_database(database, pg_admin_url)

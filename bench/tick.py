@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from bench.report import percentiles
 from common.amounts import SCALE
-from gameapi.stocks import default_stocks
+from db.stock import Stocks
 
 START_MS = 1_700_000_000_000
 BYTES_PER_VILLAGE = {"postgresql": 700, "sqlite": 250}  # hot row + index, with free space
@@ -55,14 +55,13 @@ class TickFigures:
         }
 
 
-async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
+async def populate(engine: AsyncEngine, villages: int, shards: int, stocks: Stocks) -> None:
     """Insert ``villages`` hot rows, each shard's rows together (the world generator's layout).
 
     Stocks start between 100 and 500 of 800 units, as in a world that has been running:
     rows of all-zero stocks would grow every record on the first rotation, which SQLite
     cannot rewrite in place, and the figure would measure that once-only cost.
     """
-    stocks = default_stocks()  # TEMPORARY SHIM: the loaded game's stocks
     cap = 800 * SCALE
     stock = f"(100 + g % 400) * {SCALE}"
     rates = [
@@ -102,14 +101,14 @@ async def _alone(engine: AsyncEngine, statement: Update | str) -> None:
             await conn.execute(statement)
 
 
-async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> None:
-    await _alone(engine, default_stocks().bare_tick_statement(shard, now_ms))
+async def _bare(engine: AsyncEngine, stocks: Stocks, shard: int, now_ms: int) -> None:
+    await _alone(engine, stocks.bare_tick_statement(shard, now_ms))
 
 
-async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
+async def _rule(engine: AsyncEngine, stocks: Stocks, shard: int, now_ms: int) -> float:
     """Run our shard statement as literal SQL the way ``_bare`` runs its own; returns the
     seconds (compiling it is left out)."""
-    statement = default_stocks().tick_statement(shard, now_ms, engine.dialect.name)
+    statement = stocks.tick_statement(shard, now_ms, engine.dialect.name)
     sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     started = time.perf_counter()
     await _alone(engine, sql)
@@ -117,10 +116,9 @@ async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
 
 
 async def run_rotations(
-    engine: AsyncEngine, villages: int, shards: int, rotations: int
+    engine: AsyncEngine, villages: int, shards: int, rotations: int, stocks: Stocks
 ) -> TickFigures:
     figures = TickFigures(villages, shards, rotations)
-    stocks = default_stocks()  # TEMPORARY SHIM: the loaded game's stocks
     now = START_MS
     with tqdm(total=shards * rotations, desc="tick shards", unit="shard") as progress:
         for rotation in range(rotations):
@@ -138,9 +136,9 @@ async def run_rotations(
                         figures.ours_s.append(time.perf_counter() - started)
                         figures.rows.append(rows)
                     elif which == "bare":
-                        await _bare(engine, shard, at)
+                        await _bare(engine, stocks, shard, at)
                         figures.bare_s.append(time.perf_counter() - started)
                     else:
-                        figures.rule_s.append(await _rule(engine, shard, at))
+                        figures.rule_s.append(await _rule(engine, stocks, shard, at))
                 progress.update()
     return figures

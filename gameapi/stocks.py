@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from db.stock import Stocks
 from gameapi.game import Game, Resource
 
-__all__ = ["Stocks", "default_stocks", "stocks_for", "stocks_of"]
+__all__ = ["Stocks", "stocks_for", "stocks_of"]
 
 
 @functools.cache
@@ -25,11 +25,3 @@ def stocks_for(resources: Sequence[Resource]) -> Stocks:
 
 def stocks_of(game: Game) -> Stocks:
     return stocks_for(game.resources)
-
-
-def default_stocks() -> Stocks:
-    """TEMPORARY SHIM (until every caller has the Game from ``gameapi.loading.load_game``):
-    the reference game's stocks, for the places that cannot reach the loaded game yet."""
-    from refgame.resources import RESOURCE_TYPES
-
-    return stocks_for(RESOURCE_TYPES)

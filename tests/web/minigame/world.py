@@ -4,6 +4,7 @@ test command and the one event kind that command schedules."""
 from __future__ import annotations
 
 from gameapi import Event, Game, HandlerRegistry, Tx
+from refgame.models import Base
 from refgame.snapshot import SNAPSHOT_PARTS
 from refgame.world import DECLARED_RESOURCES, MIGRATIONS, new_place
 from tests.web.minigame.commands import ROUTES, RULE_ERRORS
@@ -23,6 +24,7 @@ GAME = Game(
     new_place=new_place,
     migrations=MIGRATIONS,  # the tests' databases have the reference game's schema
     snapshot_parts=SNAPSHOT_PARTS,
+    tables=Base.metadata,
     register_handlers=register,
     commands=ROUTES,
     rule_errors=RULE_ERRORS,
