@@ -36,7 +36,7 @@ async def tick_bench(
 
     data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
     check_disk(data_dir, villages * BYTES_PER_VILLAGE[db], f"a tick bench of {villages:,} villages")
-    from bench.queue import _db_version, load_average
+    from bench.host import db_version, load_average
 
     database = await fresh_database(db, db_name, redis_url, pg_admin_url)
     try:
@@ -44,7 +44,7 @@ async def tick_bench(
         await populate(database.engine, villages, shards)
         load_at_start = load_average()
         figures = await run_rotations(database.engine, villages, shards, rotations)
-        version = await _db_version(database.engine)
+        version = await db_version(database.engine)
     finally:
         await drop_database(database, pg_admin_url)
     summary = figures.summary()
