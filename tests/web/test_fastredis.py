@@ -11,6 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from tests.conftest import TEST_REDIS_URL
+from tests.waiting import wait_for
 from webfront.fastredis import FastRedis, Script
 
 
@@ -46,12 +47,15 @@ async def test_a_killed_connection_fails_then_reconnects(redis_prefix: str, redi
     try:
         client_id = await fast.execute("CLIENT", "ID")
         await redis.client_kill_filter(_id=client_id)
-        for _ in range(50):  # the loss is noticed when the socket closes
+
+        async def lost() -> bool:  # the loss is noticed when the socket closes
             try:
                 await fast.execute("PING")
             except RedisConnectionError:
-                break
-            await asyncio.sleep(0.01)
+                return True
+            return False
+
+        await wait_for(lost, "a command to fail on the killed connection")
         assert await fast.execute("PING") == b"PONG"
         assert await fast.execute("CLIENT", "ID") != client_id
     finally:
