@@ -22,10 +22,6 @@ def raw_key(prefix: str, partition: int) -> str:
     return f"{prefix}:raw:{{r{partition}}}"
 
 
-def _due(start_ms: int, i: int, rate: float | None) -> int:
-    return start_ms if rate is None else start_ms + int(i * 1000 / rate)
-
-
 def event_blob(i: int, due_ms: int) -> bytes:
     """An event as the queue stores it: member (priority, id), due ms, msgpack body."""
     body = _pack([i + 1, BENCH_KIND, i + 1, due_ms, 0, {"order_id": i + 1}, 0, False])

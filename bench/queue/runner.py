@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.queue.ceilings import _due
 from bench.queue.constants import BENCH_KIND, SCHEDULE_CALL
 from common.errors import FatalError
 
@@ -69,6 +68,11 @@ class Recorder:
         return handle
 
 
+def due_at(start_ms: int, i: int, rate: float | None) -> int:
+    """The due time of event ``i``: all at ``start_ms``, or spread at ``rate`` per second."""
+    return start_ms if rate is None else start_ms + int(i * 1000 / rate)
+
+
 async def schedule_ours(
     queue: Any, events: int, start_ms: int, rate: float | None, progress: Any
 ) -> float:
@@ -78,7 +82,7 @@ async def schedule_ours(
     for call_start in range(0, events, SCHEDULE_CALL):
         call_stop = min(events, call_start + SCHEDULE_CALL)
         chunk = [
-            NewEvent(BENCH_KIND, i + 1, _due(start_ms, i, rate), {"order_id": i + 1})
+            NewEvent(BENCH_KIND, i + 1, due_at(start_ms, i, rate), {"order_id": i + 1})
             for i in range(call_start, call_stop)
         ]
         await queue.schedule_many(chunk)

@@ -17,9 +17,6 @@ PASSWORD = "bench-password-1"
 RESULT_MARK = "WRKJSON "
 
 
-# ---- what a load run sends and what it measured
-
-
 @dataclass(frozen=True)
 class Req:
     method: str
