@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from gameapi.tx import Tx
+    from common.queue.tx import Tx
     from sqlalchemy.ext.asyncio import AsyncSession
 
 B = TypeVar("B", bound=BaseModel)
