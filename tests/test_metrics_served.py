@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import urllib.request
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -45,10 +46,11 @@ def defined_families() -> dict[str, str]:
     ``gameserver.metrics`` built on one registry, so a new class or metric is found too."""
     registry = CollectorRegistry()
     for _, cls in inspect.getmembers(gameserver.metrics, inspect.isclass):
+        factory: Any = cls
         if cls.__module__ == gameserver.metrics.__name__ and "registry" in (
             inspect.signature(cls).parameters
         ):
-            cls(registry)
+            factory(registry)
     return {family.name: family.type for family in registry.collect()}
 
 
