@@ -4,17 +4,14 @@ it hands back is no longer exported by it."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import urllib.request
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
-import gameserver.metrics
 from common.clock import SYSTEM_CLOCK
 from common.embedded_redis import free_port
 from common.settings import Settings, load_settings
@@ -24,6 +21,7 @@ from gameserver.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 from tests.conftest import TEST_REDIS_URL
+from tests.metric_names import gameserver_families
 from tests.queue.conftest import eventually
 
 FAST = TaskServerConfig(
@@ -39,19 +37,6 @@ PER_PARTITION_GAUGES = (
     "gameserver_queue_dead_depth",
     "gameserver_queue_lag_seconds",
 )
-
-
-def defined_families() -> dict[str, str]:
-    """Name -> type of every metric the task server's code defines: each metrics class of
-    ``gameserver.metrics`` built on one registry, so a new class or metric is found too."""
-    registry = CollectorRegistry()
-    for _, cls in inspect.getmembers(gameserver.metrics, inspect.isclass):
-        factory: Any = cls
-        if cls.__module__ == gameserver.metrics.__name__ and "registry" in (
-            inspect.signature(cls).parameters
-        ):
-            factory(registry)
-    return {family.name: family.type for family in registry.collect()}
 
 
 def scrape(port: int) -> dict[str, list[tuple[str, dict[str, str]]]]:
@@ -106,7 +91,7 @@ def _server(settings: Settings, port: int = 0) -> TaskServer:
 async def test_every_defined_metric_is_on_the_endpoint(
     world: Settings, start: Callable[[TaskServer], asyncio.Task[None]]
 ) -> None:
-    defined = defined_families()
+    defined = gameserver_families()
     assert {"tick_shard_seconds", "tick_overruns", "tick_villages", "tick_lag_seconds"} <= set(
         defined
     )
