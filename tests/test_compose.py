@@ -7,9 +7,11 @@ the code defines, and nginx (Debian's ``nginx``) testing and running the proxy's
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -25,6 +27,7 @@ import yaml
 
 from common.embedded_redis import free_port, port_open
 from common.settings import env_variables
+from tests.conftest import TEST_REDIS_URL
 from tests.metric_names import sample_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +61,10 @@ def _tool(name: str) -> str:
 
 def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def _run_env(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
 
 
 # --- the compose file -----------------------------------------------------------------
@@ -115,6 +122,62 @@ def test_every_service_has_a_healthcheck_and_waits_for_what_it_needs() -> None:
     web = " ".join(services["webfront"]["healthcheck"]["test"])
     port = services["webfront"]["environment"]["WEB_PORT"]
     assert f"127.0.0.1:{port}/healthz" in web
+
+
+def _app_env(**changes: str) -> dict[str, str]:
+    """A container's environment here: the project's scripts on PATH, this test's world."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "GAMESERVER_METRICS_PORT": "0", **changes}
+
+
+def test_task_server_healthcheck_runs_as_written(sqlite_url: str, redis_prefix: str) -> None:
+    check = _compose()["services"]["gameserver"]["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL"
+    world = {"DATABASE_URL": sqlite_url, "REDIS_URL": TEST_REDIS_URL, "REDIS_PREFIX": redis_prefix}
+    healthy = subprocess.run(["sh", "-c", check[1]], env=_app_env(**world), timeout=60)
+    assert healthy.returncode == 0
+    unreachable = {**world, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    sick = subprocess.run(
+        ["sh", "-c", check[1]], env=_app_env(**unreachable), capture_output=True, timeout=60
+    )
+    assert sick.returncode == 1  # Docker's "unhealthy" (2 is reserved)
+    assert b"REDIS_URL: cannot reach" in sick.stderr
+
+
+def test_gameserver_check_says_one_line(sqlite_url: str, redis_prefix: str) -> None:
+    world = {"DATABASE_URL": sqlite_url, "REDIS_URL": TEST_REDIS_URL, "REDIS_PREFIX": redis_prefix}
+    result = _run_env(["gameserver", "--check"], _app_env(**world))
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("ok: redis: ok") and "database: ok" in line
+
+
+def test_web_healthcheck_runs_as_written(sqlite_url: str, redis_prefix: str) -> None:
+    services = _compose()["services"]
+    check = services["webfront"]["healthcheck"]["test"]
+    assert check[0] == "CMD"
+    compose_port = services["webfront"]["environment"]["WEB_PORT"]
+    port = free_port()  # 8080 may be taken on this machine: the same command on another port
+    command = [part.replace(f":{compose_port}/", f":{port}/") for part in check[1:]]
+    world = {"DATABASE_URL": sqlite_url, "REDIS_URL": TEST_REDIS_URL, "REDIS_PREFIX": redis_prefix}
+    web = subprocess.Popen(
+        ["webfront", "--port", str(port)],
+        env=_app_env(**world),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not port_open("127.0.0.1", port):
+            assert web.poll() is None, "webfront exited"
+            assert time.monotonic() < deadline, "webfront did not open its port"
+            time.sleep(0.05)
+        command[0] = sys.executable  # the image's python
+        assert subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+    finally:
+        web.terminate()
+        web.wait(15)
+    assert subprocess.run(command, capture_output=True, timeout=30).returncode != 0
 
 
 def test_task_server_metrics_listen_where_a_scraper_reaches_them() -> None:
