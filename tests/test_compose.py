@@ -6,6 +6,7 @@ the code defines, and nginx (Debian's ``nginx``) testing and running the proxy's
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -195,6 +196,21 @@ def test_app_environment_is_read_by_settings() -> None:
             else:
                 allowed = IMAGE_ENV.get(name, lambda _: False)
                 assert allowed(variable), f"{name}: unexpected {variable}"
+
+
+def test_the_proxy_has_a_fixed_address_the_web_tier_can_trust() -> None:
+    """Rate limits key on the client's address: the web tier must believe X-Forwarded-For
+    from the proxy, and from nobody else (a fixed address outside the dynamic range)."""
+    compose = _compose()
+    (ipam,) = compose["networks"]["default"]["ipam"]["config"]
+    address = ipaddress.ip_address(
+        compose["services"]["proxy"]["networks"]["default"]["ipv4_address"]
+    )
+    assert address in ipaddress.ip_network(ipam["subnet"])
+    assert address not in ipaddress.ip_network(ipam["ip_range"])
+    if "TRUSTED_PROXIES" in env_variables():  # the trusted-proxy setting (issue 14)
+        web = compose["services"]["webfront"]["environment"]
+        assert web.get("TRUSTED_PROXIES") == str(address)
 
 
 def test_web_metrics_token_comes_from_the_environment() -> None:
