@@ -1,7 +1,7 @@
 """``gameserver``: the task-server console script.
 
     gameserver                 run until SIGTERM/SIGINT
-    gameserver --check         connect to Redis and the DB, verify the schema: one line, exit 0 or not
+    gameserver --check         check Redis, the DB and the schema: one line, exit 0 or not
     gameserver --burst         run what is due now, then exit
     gameserver --game refgame  load handlers from ``refgame.handlers.register(registry)``
 
