@@ -418,6 +418,7 @@ def _local_proxy_config(tmp_path: Path, listen: int, backend: int) -> Path:
     replacements = {
         "listen 80;": f"listen 127.0.0.1:{listen};",
         "http://webfront:8080": f"http://127.0.0.1:{backend}",
+        "http://grafana:3000": f"http://127.0.0.1:{backend}",
         "alias /srv/webgame/static/;": f"alias {ROOT / 'webfront/static'}/;",
         "http {": "http {\n"
         + "".join(
@@ -504,10 +505,16 @@ def test_proxy_serves_static_files_and_forwards_the_client_address(
         assert "Forwarded" not in seen["headers"]
         assert seen["headers"]["Host"] == f"127.0.0.1:{port}"
 
+        # Grafana, under its sub-path, gets the same forwarding headers
+        status, _, body = _get(f"{base}/grafana/login", forged)
+        seen = json.loads(body)
+        assert status == 200 and seen["path"] == "/grafana/login"
+        assert seen["headers"]["X-Forwarded-For"] == "127.0.0.1"
+
         # the web tier's metrics are never reachable through the public port
         status, headers, body = _get(f"{base}/metrics")
         assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
-        assert [path for path, _ in _Backend.seen] == ["/api/snapshot?x=1"]
+        assert [path for path, _ in _Backend.seen] == ["/api/snapshot?x=1", "/grafana/login"]
     finally:
         proc.terminate()
         proc.wait(10)
