@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from common.embedded_redis import free_port
+from common.settings import load_settings
+from wgctl import runfile
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -142,3 +144,35 @@ def test_a_run_file_whose_process_is_gone_is_ignored(tmp_path: Path) -> None:
     # the environment's world (the default Redis, 16 partitions), not the dead run's
     assert status.returncode == 0, status.stderr
     assert len(status.stdout.strip().splitlines()) == 16
+
+
+def test_the_environment_wins_over_the_run_file_setting_by_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in WORLD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    run = runfile.write(
+        load_settings(
+            redis_url="redis://127.0.0.1:41234/0",
+            redis_prefix="local",
+            database_url=f"sqlite:///{tmp_path}/world.db",
+            queue_partitions=3,
+        ),
+        os.getpid(),  # alive
+    )
+    assert runfile.read() == run
+    monkeypatch.setenv("REDIS_PREFIX", "mine")
+    settings = runfile.world_settings()
+    assert (settings.redis_url, settings.redis_prefix, settings.queue_partitions) == (
+        "redis://127.0.0.1:41234/0",
+        "mine",
+        3,
+    )
+    assert settings.database_url == f"sqlite+aiosqlite:///{tmp_path}/world.db"
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")  # explicit: another world
+    assert runfile.world_settings().queue_partitions == 16
+    runfile.remove(os.getpid() + 1)  # another run's stop leaves ours alone
+    assert runfile.read() == run
+    runfile.remove(os.getpid())
+    assert runfile.read() is None
