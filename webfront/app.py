@@ -16,16 +16,28 @@ from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver.queue import EventQueue
-from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
+from webfront import (
+    auth,
+    clocksync,
+    health,
+    keys,
+    mapview,
+    openapi,
+    protocol,
+    reports,
+    snapshot,
+)
 from webfront.commands import command_endpoints
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
+from webfront.proxies import ClientResolver, parse_networks
 from webfront.ratelimit import RateLimiter
 from webfront.routing import Endpoint, mount
 from webfront.sessions import SessionStore
 from webfront.state import (
+    CLIENTS,
     CLOCK,
     CONFIG,
     ENGINE,
@@ -146,12 +158,14 @@ def create_app(
     settings: Settings, clock: Clock = SYSTEM_CLOCK, *, config: WebConfig | None = None
 ) -> web.Application:
     config = config or WebConfig()
+    protocol.install()  # parser refusals in the error shape, logged without the request
     metrics = Metrics()
     app = web.Application(client_max_size=config.max_body_bytes)
     app[SETTINGS] = settings
     app[CLOCK] = clock
     app[CONFIG] = config
     app[METRICS] = metrics
+    app[CLIENTS] = ClientResolver(parse_networks(settings.trusted_proxies))
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
     mount(

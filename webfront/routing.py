@@ -122,7 +122,14 @@ def mount(app: web.Application, endpoints: Sequence[Endpoint], metrics: Metrics)
             handler = static_files(endpoint.static_dir)
         elif handler is None:
             raise ValueError(f"endpoint {endpoint.path} has neither a handler nor a static_dir")
-        guarded = guard(handler, endpoint.path, metrics, check_csrf=endpoint.method in UNSAFE)
+        browser = endpoint.static_dir is not None or endpoint.media_type == "text/html"
+        guarded = guard(
+            handler,
+            endpoint.path,
+            metrics,
+            check_csrf=endpoint.method in UNSAFE,
+            browser=browser,
+        )
         router.add_route(endpoint.method, endpoint.path, guarded)
         if endpoint.static_dir is not None:
             router.add_route("HEAD", endpoint.path, guarded)
