@@ -142,4 +142,14 @@ def mount(app: web.Application, endpoints: Sequence[Endpoint], metrics: Metrics)
 
     fallback = Unmatched(router, guard(unmatched, UNMATCHED, metrics, check_csrf=False))
     router.register_resource(fallback)
+    resolve = router.resolve
+
+    async def resolve_pathless(request: web.Request) -> UrlMappingMatchInfo:
+        # aiohttp's router answers a request without a path (``CONNECT host:port``) itself,
+        # in plain text: send it to the fallback like any other unmatched request
+        if not request.rel_url.raw_path:
+            return (await fallback.resolve(request))[0]
+        return await resolve(request)
+
+    router.resolve = resolve_pathless  # type: ignore[method-assign]
     app[ENDPOINTS] = list(endpoints)
