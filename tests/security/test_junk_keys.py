@@ -134,5 +134,5 @@ async def test_a_junk_session_entry_is_a_cache_miss(
         assert resp.status == 200, (path, await resp.text())
         assert token_hash(player.token) not in caplog.text
         # the entry is mended from the database: the next request reads it as usual
-        mended = bytes(await redis.get(key) or b"")
-        assert mended.startswith(f"{player.player_id}:".encode())
+        mended = await redis.get(key)
+        assert isinstance(mended, bytes) and mended.startswith(f"{player.player_id}:".encode())
