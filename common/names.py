@@ -2,9 +2,9 @@
 
 A name's key is its Unicode confusable skeleton (UTS #39, computed by ICU's
 ``SpoofChecker``) after case folding: ``Alice``, ``ALICE``, ``аlice`` (Cyrillic
-``а``) and ``rnary``/``mary`` each share one key. The players table keeps the
-key in a unique column, so a look-alike of a taken name is refused as taken,
-and a login finds the account by key. Names are NFKC-normalized before this
+``а``), ``b0b``/``bob`` and ``rnary``/``mary`` each share one key. The players
+table keeps the key in a unique column, so a look-alike of a taken name is
+refused as taken, and a login finds the account by key. Names are NFKC-normalized before this
 (``webfront.validation``), so compatibility forms collide as well.
 """
 
@@ -29,7 +29,10 @@ def _checker() -> icu.SpoofChecker:
 
 def name_key(name: str) -> str:
     """The confusable skeleton of ``name`` after case folding, in NFC."""
-    folded = unicodedata.normalize("NFKC", name).casefold()
-    skeleton = _checker().getSkeleton(0, folded)
+    checker = _checker()
+    once = checker.getSkeleton(0, unicodedata.normalize("NFKC", name).casefold())
+    # The skeleton is case-sensitive and may map to capitals ("0" -> "O"): fold and map
+    # again, so "b0b" meets "bob" as "B0B" meets "BOB".
+    skeleton = checker.getSkeleton(0, once.casefold())
     # the skeleton is NFD; NFC keeps keys short and readable in the table
     return unicodedata.normalize("NFC", skeleton)

@@ -15,7 +15,7 @@ from tests.web.conftest import PASSWORD
 
 LOOK_ALIKES = {
     "alice_sec": ["Alice_sec", "ALICE_SEC", "\u0430lice_sec"],  # Cyrillic а
-    "bob_sec": ["b\u03bfb_sec"],  # Greek ο
+    "bob_sec": ["b\u03bfb_sec", "B0B_SEC"],  # Greek ο, a zero
     "mary": ["rnary", "MARY"],
 }
 
