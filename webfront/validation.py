@@ -3,8 +3,9 @@
 Bodies are parsed by pydantic straight from the raw bytes (strict: a JSON
 string is never taken for a number, ``true`` never for ``1``), unknown fields
 are refused, and every number and string has bounds. Names are NFKC-normalized
-first and then length-checked, so look-alike spellings collapse and nothing
-grows past its column.
+first and then length-checked, so compatibility forms collapse and nothing
+grows past its column; look-alikes are compared by ``common.names.name_key``.
+Error answers never show a key the client chose (``field_names``).
 """
 
 from __future__ import annotations
