@@ -48,6 +48,8 @@ class Player(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(32), unique=True)
+    # common.names.name_key(name): look-alike names share it, so the second one is refused
+    name_key: Mapped[str] = mapped_column(String(192), unique=True)
     password_hash: Mapped[str] = mapped_column(String(255))
     created_ms: Mapped[int]
     is_bot: Mapped[bool] = mapped_column(Boolean, default=False)

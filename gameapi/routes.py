@@ -19,7 +19,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from gameapi.tx import Tx
+    from common.queue.tx import Tx
 
 B = TypeVar("B", bound=BaseModel)
 _PATH = re.compile(r"[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)*")

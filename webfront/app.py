@@ -16,17 +16,29 @@ from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
-from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
+from webfront import (
+    auth,
+    clocksync,
+    health,
+    keys,
+    mapview,
+    openapi,
+    protocol,
+    reports,
+    snapshot,
+)
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
+from webfront.proxies import ClientResolver, parse_networks
 from webfront.queries import query_endpoints
 from webfront.ratelimit import RateLimiter
 from webfront.routing import Endpoint, mount
 from webfront.sessions import SessionStore
 from webfront.state import (
+    CLIENTS,
     CLOCK,
     CONFIG,
     ENGINE,
@@ -165,6 +177,7 @@ def create_app(
     settings: Settings, clock: Clock = SYSTEM_CLOCK, *, config: WebConfig | None = None
 ) -> web.Application:
     config = config or WebConfig()
+    protocol.install()  # parser refusals in the error shape, logged without the request
     metrics = Metrics()
     app = web.Application(client_max_size=config.max_body_bytes)
     app[SETTINGS] = settings
@@ -174,6 +187,7 @@ def create_app(
     game = load_game(settings.game)
     app[GAME] = game
     app[EVENT_KINDS] = handler_registry(game, settings)
+    app[CLIENTS] = ClientResolver(parse_networks(settings.trusted_proxies))
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
     mount(
