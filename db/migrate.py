@@ -9,6 +9,7 @@ framework's revisions and then the game's are applied.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -63,6 +64,37 @@ def head_revision(settings: Settings, game_migrations: Path | None = None) -> st
     return ",".join(sorted(head_revisions(settings, game_migrations)))
 
 
+async def _run(engine: AsyncEngine, config: Config, step: Callable[[Config], None]) -> None:
+    """Run an Alembic command on one connection, in one transaction.
+
+    On SQLite, batch mode alters a table by copying it and dropping the old one; with
+    foreign keys enforced that DROP would cascade (a player's reports deleted, their
+    villages orphaned). So they are off while it runs (the pragma only takes effect
+    outside a transaction), and checked before the commit.
+    """
+
+    def run(connection: Connection) -> None:
+        config.attributes["connection"] = connection
+        step(config)
+
+    async with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            await conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            await conn.commit()
+        try:
+            async with conn.begin():
+                await conn.run_sync(run)
+                if sqlite:
+                    broken = (await conn.exec_driver_sql("PRAGMA foreign_key_check")).all()
+                    if broken:
+                        raise MigrationError(f"the migration broke foreign keys: {broken[:5]}")
+        finally:
+            if sqlite:
+                await conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                await conn.commit()
+
+
 async def upgrade(
     engine: AsyncEngine,
     settings: Settings,
@@ -70,13 +102,7 @@ async def upgrade(
     game_migrations: Path | None = None,
 ) -> None:
     config = alembic_config(settings, game_migrations)
-
-    def run(connection: Connection) -> None:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-    async with engine.begin() as conn:
-        await conn.run_sync(run)
+    await _run(engine, config, lambda c: command.upgrade(c, revision))
 
 
 async def downgrade(
@@ -86,13 +112,7 @@ async def downgrade(
     game_migrations: Path | None = None,
 ) -> None:
     config = alembic_config(settings, game_migrations)
-
-    def run(connection: Connection) -> None:
-        config.attributes["connection"] = connection
-        command.downgrade(config, revision)
-
-    async with engine.begin() as conn:
-        await conn.run_sync(run)
+    await _run(engine, config, lambda c: command.downgrade(c, revision))
 
 
 def _script(settings: Settings, game_migrations: Path | None) -> ScriptDirectory:
