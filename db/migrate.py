@@ -14,6 +14,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import to_tuple
@@ -102,7 +103,24 @@ async def upgrade(
     game_migrations: Path | None = None,
 ) -> None:
     config = alembic_config(settings, game_migrations)
-    await _run(engine, config, lambda c: command.upgrade(c, revision))
+
+    def step(c: Config) -> None:
+        command.upgrade(c, revision)
+        if revision == "heads":
+            _add_declared_stock_columns(c.attributes["connection"], settings)
+
+    await _run(engine, config, step)
+
+
+def _add_declared_stock_columns(connection: Connection, settings: Settings) -> None:
+    """Add the ``village_stock`` columns of the game's declared resources that the table
+    lacks: a game without tables of its own needs no Alembic branch for its stocks (a
+    game's branch may add them itself, ``gameapi.migration.add_stock_columns``)."""
+    from gameapi.loading import load_game
+    from gameapi.migration import add_stock_columns
+
+    context = MigrationContext.configure(connection, opts={"render_as_batch": True})
+    add_stock_columns(Operations(context), load_game(settings.game).resources)
 
 
 async def downgrade(

@@ -178,3 +178,27 @@ async def test_a_postgresql_world_made_at_the_old_head_upgrades_unchanged(
     finally:
         await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     assert fresh == upgraded["all"]
+
+
+async def test_a_game_without_tables_gets_its_declared_stock_columns(tmp_path: Path) -> None:
+    """``examples.harvest`` has no Alembic branch: migrating adds its resource, rate and
+    cap columns to the framework's ``village_stock`` (twice is the same as once)."""
+    settings = load_settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/harvest.sqlite",
+        redis_url=TEST_REDIS_URL,
+        game="examples.harvest",
+    )
+    engine = create_engine(settings)
+    try:
+        await upgrade(engine, settings)
+        await upgrade(engine, settings)
+        await require_current(engine, settings)
+        async with engine.connect() as conn:
+            columns = await conn.run_sync(
+                lambda c: [col["name"] for col in inspect(c).get_columns("village_stock")]
+            )
+            tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+    finally:
+        await engine.dispose()
+    assert columns == ["village_id", "shard", "updated_ms", "grain", "grain_rate", "barn_cap"]
+    assert not tables & set(GameBase.metadata.tables)  # no table of the reference game
