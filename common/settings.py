@@ -46,6 +46,9 @@ class Settings(BaseSettings):
         9100, ge=0, le=65535, description="task server Prometheus port (0 = off)"
     )
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="player session lifetime")
+    operator_session_ttl_s: int = Field(
+        8 * 3600, ge=60, le=7 * 24 * 3600, description="operator console session lifetime"
+    )
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 

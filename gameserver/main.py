@@ -28,6 +28,7 @@ from common.settings import Settings, load_settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.queue.handlers import HandlerRegistry
+from gameserver.status import StatusPublisher
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 
@@ -124,6 +125,8 @@ def main(
         server = TaskServer(settings, registry, config=config, burst=burst)
         if not (burst or check or no_tick):
             ShardedTick(server)
+        if not (burst or check):
+            StatusPublisher.attach(server)  # what the operator console shows
         gc.freeze()  # what was loaded at start lives on: keep it out of full GC passes
         if check:
             for line in asyncio.run(server.check()):

@@ -16,7 +16,7 @@ from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver.queue import EventQueue
-from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
+from webfront import admin, auth, clocksync, health, keys, mapview, openapi, reports, snapshot
 from webfront.commands import command_endpoints
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
@@ -165,6 +165,7 @@ def create_app(
             *command_endpoints(settings.game),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
+            *admin.endpoints(settings.game),
             *CLIENT_ENDPOINTS,
         ],
         metrics,

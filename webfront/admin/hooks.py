@@ -1,0 +1,52 @@
+"""What a game adds to the console: its ``admin`` module, when it has one.
+
+The console reads the framework's tables itself (players, villages, events) and asks
+the game for the rest through two optional functions of ``<GAME>.admin``::
+
+    async def admin_timeline(session, village_id) -> dict[str, list[dict]]
+        # the game's rows about a village (orders, marches, ...), one list per section,
+        # each row a JSON-ready dict (with a "kind" and a time in ms where it has one)
+    async def replay_report(session, report_id) -> dict | None
+        # None: no such report; else {"equal": bool, "stored": ..., "replayed": ...}
+        # (a report that is not a replayable battle: {"equal": None, "reason": ...})
+
+so the framework never names a game table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from common.errors import ConfigError
+from common.game import load_game_module
+
+Timeline = Callable[[AsyncSession, int], Awaitable[dict[str, list[dict[str, Any]]]]]
+Replay = Callable[[AsyncSession, int], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class GameHooks:
+    timeline: Timeline | None = None
+    replay: Replay | None = None
+
+
+def load_hooks(game: str) -> GameHooks:
+    try:
+        found = importlib.util.find_spec(f"{game}.admin")
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        return GameHooks()
+    try:
+        module = load_game_module(game, "admin")
+    except ImportError as exc:
+        raise ConfigError(f"GAME: cannot import {game}.admin: {exc}") from None
+    return GameHooks(
+        timeline=getattr(module, "admin_timeline", None),
+        replay=getattr(module, "replay_report", None),
+    )
