@@ -93,14 +93,18 @@ class StatusPublisher:
         self._stop = asyncio.Event()
 
     @classmethod
-    def attach(cls, server: TaskServer) -> None:
+    def attach(cls, server: TaskServer, every_s: float = STATUS_EVERY_S) -> None:
         """Publish a task server's status while it runs."""
         running: dict[str, Any] = {}
 
         async def start(server: TaskServer) -> None:
             assert server.redis is not None
             publisher = cls(
-                server.metrics.registry, server.redis, server.settings.redis_prefix, server.clock
+                server.metrics.registry,
+                server.redis,
+                server.settings.redis_prefix,
+                server.clock,
+                every_s=every_s,
             )
             running["publisher"] = publisher
             running["task"] = server.supervised_task("status-record", publisher.run)
