@@ -24,9 +24,7 @@ from tests.queue.conftest import eventually
 from tests.web.conftest import FAST_CONFIG
 from webfront.app import create_app
 
-FAST = TaskServerConfig(
-    partition_lease_ttl_ms=1_000, partition_heartbeat_ms=100, stats_every_s=0.1
-)
+FAST = TaskServerConfig(partition_lease_ttl_ms=1_000, partition_heartbeat_ms=100, stats_every_s=0.1)
 
 
 async def test_overview_shows_the_world_and_a_running_task_server(
@@ -34,7 +32,8 @@ async def test_overview_shows_the_world_and_a_running_task_server(
 ) -> None:
     settings = game_settings.model_copy(update={"queue_partitions": 4})
     # the status records are judged fresh by the web tier's clock: the real one here
-    client: TestClient = await aiohttp_client(create_app(settings, SYSTEM_CLOCK, config=FAST_CONFIG))
+    app = create_app(settings, SYSTEM_CLOCK, config=FAST_CONFIG)
+    client: TestClient = await aiohttp_client(app)
     ops = await operator_login(client)
     registry = HandlerRegistry()
     builtin.register(registry)

@@ -49,7 +49,8 @@ def test_create_and_list_operators(sqlite_url: str) -> None:
 
     again = wgctl(["operator", "create", "ops-ben", "--password-stdin"], sqlite_url, "other pass\n")
     assert again.returncode != 0
-    assert again.stderr.strip().splitlines() == ["error: an operator named 'ops-ben' exists already"]
+    exists = "error: an operator named 'ops-ben' exists already"
+    assert again.stderr.strip().splitlines() == [exists]
     for args, stdin in (
         (["operator", "create", "no spaces!", "--password-stdin"], "s3cret pass\n"),
         (["operator", "create", "ops-cat", "--password-stdin"], "short\n"),
