@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from aiohttp.test_utils import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from common.clock import ManualClock
+from common.settings import Settings
 from db.models import AuditEntry, PlayerBan
 from tests.admin.conftest import OPERATOR, OPERATOR_PASSWORD, RegisterFn, operator_login
+from tests.web.conftest import FAST_CONFIG
 from webfront.admin.operators import COOKIE
+from webfront.app import create_app
+from webfront.config import Limit
 
 
 async def test_operator_logs_in_with_cookie_and_out(client: TestClient, operator_id: int) -> None:
@@ -97,3 +105,18 @@ async def test_bad_input_gets_the_error_shape(client: TestClient, ops: dict[str,
         assert resp.status == status, (path, await resp.text())
         error = (await resp.json())["error"]
         assert set(error) >= {"code", "message"}
+
+
+async def test_operator_login_is_rate_limited_per_name(
+    aiohttp_client: Any, game_settings: Settings, clock: ManualClock, operator_id: int
+) -> None:
+    config = replace(FAST_CONFIG, login_per_account=Limit(2, 60_000))
+    client: TestClient = await aiohttp_client(create_app(game_settings, clock, config=config))
+    for _ in range(2):
+        resp = await client.post("/admin/api/login", json={"name": OPERATOR, "password": "x" * 8})
+        assert resp.status == 401
+    resp = await client.post(
+        "/admin/api/login", json={"name": OPERATOR, "password": OPERATOR_PASSWORD}
+    )
+    assert resp.status == 429 and int(resp.headers["Retry-After"]) >= 1
+    assert (await resp.json())["error"]["code"] == "too_many_attempts"

@@ -26,6 +26,11 @@ PUBLIC = {
     ("GET", "/metrics"),  # loopback or metrics token only: test_ops
     ("GET", "/"),
     ("GET", "/static/{filename}"),
+    # the operator console's page, its files and its login (operators' own accounts and
+    # limits: tests/admin); every /admin/api route behind it needs an operator session
+    ("GET", "/admin"),
+    ("GET", "/admin/static/{filename}"),
+    ("POST", "/admin/api/login"),
 }
 
 
