@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from tests.web.conftest import FAST_CONFIG
 from webfront.admin.operators import COOKIE
 from webfront.app import create_app
 from webfront.config import Limit
+from webfront.routing import ENDPOINTS
 
 
 async def test_operator_logs_in_with_cookie_and_out(client: TestClient, operator_id: int) -> None:
@@ -120,3 +122,16 @@ async def test_operator_login_is_rate_limited_per_name(
     )
     assert resp.status == 429 and int(resp.headers["Retry-After"]) >= 1
     assert (await resp.json())["error"]["code"] == "too_many_attempts"
+
+
+async def test_every_console_route_refuses_a_player(
+    client: TestClient, register: RegisterFn, operator_id: int
+) -> None:
+    alice = await register("alice")
+    routes = [e for e in client.app[ENDPOINTS] if e.path.startswith("/admin/") and e.auth]
+    assert len(routes) >= 10
+    for endpoint in routes:
+        path = re.sub(r"\{id\}", str(alice.player_id), endpoint.path)
+        for headers in (alice.auth, {"Cookie": f"wg_session={alice.token}"}):
+            resp = await client.request(endpoint.method, path, json={}, headers=headers)
+            assert resp.status == 401, (endpoint.path, headers)

@@ -36,7 +36,7 @@ def dead_action(name: str) -> Handler:
 
     async def handle(request: web.Request) -> web.Response:
         operator = await authenticate_operator(request)
-        event_id = path_id(request, "event_id", "dead event")
+        event_id = path_id(request, "id", "dead event")
         await read_body(request, NoBody)
         app = request.app
         outcome = await run(app[QUEUE], app[SESSION_FACTORY], event_id)
@@ -62,7 +62,7 @@ async def _player_exists(request: web.Request, player_id: int) -> None:
 
 async def ban(request: web.Request) -> web.Response:
     operator = await authenticate_operator(request)
-    player_id = path_id(request, "player_id", "player")
+    player_id = path_id(request, "id", "player")
     body = await read_body(request, BanBody)
     await _player_exists(request, player_id)
     app = request.app
@@ -77,7 +77,7 @@ async def ban(request: web.Request) -> web.Response:
 
 async def unban(request: web.Request) -> web.Response:
     operator = await authenticate_operator(request)
-    player_id = path_id(request, "player_id", "player")
+    player_id = path_id(request, "id", "player")
     await read_body(request, NoBody)
     await _player_exists(request, player_id)
     app = request.app
@@ -93,7 +93,7 @@ async def unban(request: web.Request) -> web.Response:
 def replay(hooks: GameHooks) -> Handler:
     async def handle(request: web.Request) -> web.Response:
         operator = await authenticate_operator(request)
-        report_id = path_id(request, "report_id", "report")
+        report_id = path_id(request, "id", "report")
         await read_body(request, NoBody)
         if hooks.replay is None:
             raise ApiError(404, "no_replay", "this game offers no report replay")

@@ -238,7 +238,7 @@ async def village_timeline(
 def village_view(hooks: GameHooks) -> Handler:
     async def handle(request: web.Request) -> web.Response:
         await authenticate_operator(request)
-        village_id = path_id(request, "village_id", "village")
+        village_id = path_id(request, "id", "village")
         return respond(request, await village_timeline(request, hooks, village_id))
 
     return handle
@@ -247,7 +247,7 @@ def village_view(hooks: GameHooks) -> Handler:
 def player_view(hooks: GameHooks) -> Handler:
     async def handle(request: web.Request) -> web.Response:
         await authenticate_operator(request)
-        player_id = path_id(request, "player_id", "player")
+        player_id = path_id(request, "id", "player")
         now = request.app[CLOCK].now_ms()
         async with request.app[SESSION_FACTORY]() as session:
             player = (await session.execute(select(Player).where(Player.id == player_id))).scalar()
