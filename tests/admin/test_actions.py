@@ -13,12 +13,13 @@ from common.clock import ManualClock
 from common.settings import Settings
 from db import events as pending
 from db.engine import session_factory
-from db.models import Report, ScheduledEvent
+from db.models import ProcessedEvent, Report, ScheduledEvent
 from gameserver.builtin import NOOP_DURABLE
 from gameserver.queue import EventQueue, NewEvent, RetryPolicy
 from gameserver.queue.durable import add_durable_events
 from refgame.battle import battle_reports, resolve_battle
 from tests.admin.conftest import OPERATOR, PASSWORD, Player, RegisterFn
+from tests.web.helpers import add_march
 
 
 async def _audit(client: TestClient, ops: dict[str, str]) -> list[dict[str, Any]]:
@@ -200,3 +201,28 @@ async def test_replay_of_a_battle_report_equals_the_stored_result(
         ("replay", False),
         ("replay", True),
     ]
+
+
+async def test_village_timeline_has_processed_events_orders_and_marches(
+    client: TestClient, ops: dict[str, str], register: RegisterFn, db: AsyncEngine
+) -> None:
+    alice, bob = await register("alice"), await register("bob")
+    assert (await _build(client, alice)).status == 200
+    # rows no console API makes: a processed event, and a march from bob to alice
+    async with db.begin() as conn:
+        await conn.execute(
+            insert(ProcessedEvent).values(
+                event_id=77, kind="build_done", village_id=alice.village_id, processed_ms=5
+            )
+        )
+    await add_march(db, "attack", bob.village_id, alice.village_id, {"legionnaire": 3}, 10)
+    resp = await client.get(f"/admin/api/villages/{alice.village_id}", headers=ops)
+    assert resp.status == 200
+    timeline = await resp.json()
+    assert timeline["village"]["player_id"] == alice.player_id
+    assert timeline["processed"] == [{"id": "77", "kind": "build_done", "processed_ms": 5}]
+    [event] = timeline["events"]
+    assert event["state"] == "pending" and event["kind"] == "build_done"
+    assert timeline["game"]["orders"][0]["what"].startswith("woodcutter to level")
+    [march] = timeline["game"]["marches"]
+    assert march["direction"] == "in" and march["troops"] == {"legionnaire": 3}

@@ -104,6 +104,10 @@ def test_operator_bans_a_player_in_chromium(stack: Stack) -> None:
             expect(page.locator("#partitions tbody tr")).to_have_count(16)
             expect(page.locator("td[data-health=redis]")).to_have_text("ok")
             expect(page.locator("td[data-health=db]")).to_have_text("ok")
+            players = page.locator("div[data-card=players] .value")
+            expect(players).to_have_text("1")
+            register(stack.url, "trudy")  # the page sees it by itself, nothing clicked
+            expect(players).to_have_text("2")
             page.screenshot(path=str(ARTIFACTS / "admin-overview.png"), full_page=True)
 
             page.fill("#player-name", "mall")

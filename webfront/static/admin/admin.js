@@ -100,7 +100,7 @@ async function refresh() {
 }
 
 function card(label, value, bad) {
-  return el("div", { class: "card" },
+  return el("div", { class: "card", "data-card": label },
     el("div", { class: "label" }, label),
     el("div", { class: bad ? "value bad" : "value" }, value === null || value === undefined ? "-" : value));
 }
