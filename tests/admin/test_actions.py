@@ -130,6 +130,10 @@ async def test_ban_revokes_sessions_refuses_commands_and_login_until_unban(
     client.session.cookie_jar.clear()
     assert (await _build(client, bob)).status == 200  # nobody else is touched
 
+    found = await (await client.get("/admin/api/players?name=al", headers=ops)).json()
+    assert found["players"] == [{"id": alice.player_id, "name": "alice", "banned": True}]
+    like = await (await client.get("/admin/api/players?name=%25", headers=ops)).json()
+    assert like["players"] == []  # a % is a character of a name, not a wildcard
     player = await (await client.get(f"/admin/api/players/{alice.player_id}", headers=ops)).json()
     assert player["player"]["ban"]["reason"] == "botting"
     assert player["player"]["live_sessions"] == 0

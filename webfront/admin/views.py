@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from pydantic import Field
 from sqlalchemy import func, select, text
 
 from db.models import Player, PlayerBan, PlayerSession, ProcessedEvent, ScheduledEvent, Village
@@ -22,7 +23,7 @@ from webfront.admin import audit
 from webfront.admin.auth import authenticate_operator
 from webfront.admin.hooks import GameHooks
 from webfront.codec import respond
-from webfront.errors import ApiError, not_found
+from webfront.errors import not_found
 from webfront.state import CLOCK, ENGINE, QUEUE, REDIS, SESSION_FACTORY, SETTINGS
 from webfront.validation import Query, path_id, read_query
 
@@ -299,14 +300,12 @@ def player_view(hooks: GameHooks) -> Handler:
 
 
 class PlayerSearch(Query):
-    name: str = ""
+    name: str = Field("", max_length=64)
 
 
 async def find_players(request: web.Request) -> web.Response:
     await authenticate_operator(request)
     query = read_query(request, PlayerSearch)
-    if len(query.name) > 64:
-        raise ApiError(422, "invalid_request", "name: at most 64 characters")
     like = query.name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     async with request.app[ENGINE].connect() as conn:
         rows = await conn.execute(
@@ -321,12 +320,10 @@ async def find_players(request: web.Request) -> web.Response:
 
 
 class AuditQuery(Query):
-    limit: int = 50
+    limit: int = Field(50, ge=1, le=500)
 
 
 async def audit_log(request: web.Request) -> web.Response:
     await authenticate_operator(request)
     query = read_query(request, AuditQuery)
-    if not 1 <= query.limit <= 500:
-        raise ApiError(422, "invalid_request", "limit: 1 to 500")
     return respond(request, {"entries": await audit.recent(request.app[ENGINE], query.limit)})
