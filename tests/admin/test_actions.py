@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp.test_utils import TestClient
@@ -13,7 +14,7 @@ from common.clock import ManualClock
 from common.settings import Settings
 from db import events as pending
 from db.engine import session_factory
-from db.models import ProcessedEvent, Report, ScheduledEvent
+from db.models import PlayerBan, ProcessedEvent, Report, ScheduledEvent
 from gameserver.builtin import NOOP_DURABLE
 from gameserver.queue import EventQueue, NewEvent, RetryPolicy
 from gameserver.queue.durable import add_durable_events
@@ -230,3 +231,18 @@ async def test_village_timeline_has_processed_events_orders_and_marches(
     assert timeline["game"]["orders"][0]["what"].startswith("woodcutter to level")
     [march] = timeline["game"]["marches"]
     assert march["direction"] == "in" and march["troops"] == {"legionnaire": 3}
+
+
+async def test_two_operators_banning_at_once_both_succeed(
+    client: TestClient, ops: dict[str, str], register: RegisterFn, db: AsyncEngine
+) -> None:
+    alice = await register("alice")
+    path = f"/admin/api/players/{alice.player_id}/ban"
+    answers = await asyncio.gather(
+        *(client.post(path, json={"reason": f"r{i}"}, headers=ops) for i in range(4))
+    )
+    assert [a.status for a in answers] == [200] * 4
+    async with db.connect() as conn:
+        bans = (await conn.execute(select(PlayerBan.reason))).scalars().all()
+    assert len(bans) == 1 and bans[0] in {"r0", "r1", "r2", "r3"}
+    assert [e["action"] for e in await _audit(client, ops)] == ["ban"] * 4

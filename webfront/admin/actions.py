@@ -66,11 +66,10 @@ async def ban(request: web.Request) -> web.Response:
     body = await read_body(request, BanBody)
     await _player_exists(request, player_id)
     app = request.app
-    async with app[SESSION_FACTORY]() as session:
-        revoked = await bans.ban(
-            session, app[ENGINE], app[SESSIONS], app[REDIS], app[SETTINGS].redis_prefix,
-            operator, player_id, body.reason, app[CLOCK].now_ms(),
-        )  # fmt: skip
+    revoked = await bans.ban(
+        app[SESSION_FACTORY], app[ENGINE], app[SESSIONS], app[REDIS], app[SETTINGS].redis_prefix,
+        operator, player_id, body.reason, app[CLOCK].now_ms(),
+    )  # fmt: skip
     log.warning("operator %s banned player %d", operator.name, player_id)
     return respond(request, {"ok": True, "player_id": player_id, "sessions_revoked": revoked})
 
@@ -81,11 +80,10 @@ async def unban(request: web.Request) -> web.Response:
     await read_body(request, NoBody)
     await _player_exists(request, player_id)
     app = request.app
-    async with app[SESSION_FACTORY]() as session:
-        lifted = await bans.unban(
-            session, app[ENGINE], app[REDIS], app[SETTINGS].redis_prefix,
-            operator, player_id, app[CLOCK].now_ms(),
-        )  # fmt: skip
+    lifted = await bans.unban(
+        app[SESSION_FACTORY], app[ENGINE], app[REDIS], app[SETTINGS].redis_prefix,
+        operator, player_id, app[CLOCK].now_ms(),
+    )  # fmt: skip
     log.warning("operator %s unbanned player %d", operator.name, player_id)
     return respond(request, {"ok": True, "player_id": player_id, "was_banned": lifted})
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 from sqlalchemy import delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from db.models import PlayerBan, PlayerSession
 from webfront.admin.audit import record
@@ -70,7 +71,7 @@ async def _sessions_now(
 
 
 async def ban(
-    session: AsyncSession,
+    factory: async_sessionmaker[AsyncSession],
     engine: AsyncEngine,
     sessions: SessionStore,
     redis: Redis,
@@ -82,23 +83,31 @@ async def ban(
 ) -> int:
     """Ban ``player_id`` (already banned: the reason stays); returns the sessions revoked.
 
-    ``session`` is not begun yet: the ban row and its audit entry commit together before
-    any session is revoked."""
-    async with session.begin():
-        existing = await session.execute(
-            select(PlayerBan.player_id).where(PlayerBan.player_id == player_id).with_for_update()
-        )
-        if existing.first() is None:
-            await session.execute(
-                insert(PlayerBan).values(
-                    player_id=player_id, reason=reason, operator_id=operator.id, created_ms=now_ms
+    The ban row and its audit entry commit together before any session is revoked."""
+    for attempt in (1, 2):
+        try:
+            async with factory() as session, session.begin():
+                existing = await session.execute(
+                    select(PlayerBan.player_id).where(PlayerBan.player_id == player_id)
                 )
-            )
-        live = await _live_sessions(session, player_id, now_ms)
-        await record(
-            session, operator, "ban", f"player:{player_id}",
-            {"reason": reason, "sessions_revoked": len(live)}, now_ms,
-        )  # fmt: skip
+                if existing.first() is None:
+                    await session.execute(
+                        insert(PlayerBan).values(
+                            player_id=player_id,
+                            reason=reason,
+                            operator_id=operator.id,
+                            created_ms=now_ms,
+                        )
+                    )
+                live = await _live_sessions(session, player_id, now_ms)
+                await record(
+                    session, operator, "ban", f"player:{player_id}",
+                    {"reason": reason, "sessions_revoked": len(live)}, now_ms,
+                )  # fmt: skip
+            break
+        except IntegrityError:  # another operator's ban won the insert: it is banned now
+            if attempt == 2:
+                raise
     # read again after the commit: a login that created its session meanwhile is here
     for digest, expires_ms in await _sessions_now(engine, player_id, now_ms):
         await redis.set(marker_key(prefix, digest), b"1", px=max(expires_ms - now_ms, 1))
@@ -107,7 +116,7 @@ async def ban(
 
 
 async def unban(
-    session: AsyncSession,
+    factory: async_sessionmaker[AsyncSession],
     engine: AsyncEngine,
     redis: Redis,
     prefix: str,
@@ -116,7 +125,7 @@ async def unban(
     now_ms: int,
 ) -> bool:
     """Lift a ban; False when the player was not banned. Old sessions stay revoked."""
-    async with session.begin():
+    async with factory() as session, session.begin():
         gone = await session.execute(
             delete(PlayerBan).where(PlayerBan.player_id == player_id).returning(PlayerBan.player_id)
         )
