@@ -136,3 +136,16 @@ async def test_every_console_route_refuses_a_player(
         for headers in (alice.auth, {"Cookie": f"wg_session={alice.token}"}):
             resp = await client.request(endpoint.method, path, json={}, headers=headers)
             assert resp.status == 401, (endpoint.path, headers)
+
+
+async def test_operator_sessions_expire(
+    client: TestClient, operator_id: int, clock: ManualClock, game_settings: Settings
+) -> None:
+    ops = await operator_login(client)
+    me = await client.get("/admin/api/me", headers=ops)
+    assert me.status == 200
+    ttl_ms = game_settings.operator_session_ttl_s * 1000
+    await clock.advance(ttl_ms - 1)
+    assert (await client.get("/admin/api/me", headers=ops)).status == 200
+    await clock.advance(1)
+    assert (await client.get("/admin/api/me", headers=ops)).status == 401
