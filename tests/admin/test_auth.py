@@ -30,6 +30,7 @@ async def test_operator_logs_in_with_cookie_and_out(client: TestClient, operator
     assert cookie["path"] == "/admin" and cookie["httponly"] and cookie["samesite"] == "Strict"
     me = await client.get("/admin/api/me")  # the cookie jar carries the session
     assert me.status == 200 and (await me.json())["name"] == OPERATOR
+    assert me.headers["Cache-Control"] == "no-store"
     out = await client.post("/admin/api/logout", json={})
     assert out.status == 200
     client.session.cookie_jar.update_cookies({COOKIE: cookie.value})  # a stolen copy

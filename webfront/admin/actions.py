@@ -12,10 +12,9 @@ from sqlalchemy import select
 
 from db.models import Player
 from webfront.admin import audit, bans, deadletters
-from webfront.admin.auth import authenticate_operator
+from webfront.admin.auth import answer, authenticate_operator
 from webfront.admin.hooks import GameHooks
 from webfront.admin.views import Handler
-from webfront.codec import respond
 from webfront.errors import ApiError, not_found
 from webfront.state import CLOCK, ENGINE, QUEUE, REDIS, SESSION_FACTORY, SESSIONS, SETTINGS
 from webfront.validation import StrictBody, path_id, read_body
@@ -48,7 +47,7 @@ def dead_action(name: str) -> Handler:
         log.warning("operator %s: %s event %d: %s", operator.name, name, event_id, outcome.reason)
         if not outcome.done:
             raise ApiError(409, "not_done", f"event {event_id}: {outcome.reason}")
-        return respond(request, {"ok": True, "event_id": str(event_id), "outcome": outcome.reason})
+        return answer(request, {"ok": True, "event_id": str(event_id), "outcome": outcome.reason})
 
     return handle
 
@@ -71,7 +70,7 @@ async def ban(request: web.Request) -> web.Response:
         operator, player_id, body.reason, app[CLOCK].now_ms(),
     )  # fmt: skip
     log.warning("operator %s banned player %d", operator.name, player_id)
-    return respond(request, {"ok": True, "player_id": player_id, "sessions_revoked": revoked})
+    return answer(request, {"ok": True, "player_id": player_id, "sessions_revoked": revoked})
 
 
 async def unban(request: web.Request) -> web.Response:
@@ -85,7 +84,7 @@ async def unban(request: web.Request) -> web.Response:
         operator, player_id, app[CLOCK].now_ms(),
     )  # fmt: skip
     log.warning("operator %s unbanned player %d", operator.name, player_id)
-    return respond(request, {"ok": True, "player_id": player_id, "was_banned": lifted})
+    return answer(request, {"ok": True, "player_id": player_id, "was_banned": lifted})
 
 
 def replay(hooks: GameHooks) -> Handler:
@@ -105,6 +104,6 @@ def replay(hooks: GameHooks) -> Handler:
                 session, operator, "replay", f"report:{report_id}",
                 {"equal": result.get("equal")}, app[CLOCK].now_ms(),
             )  # fmt: skip
-        return respond(request, {"report_id": report_id, **result})
+        return answer(request, {"report_id": report_id, **result})
 
     return handle

@@ -43,6 +43,11 @@ class OperatorOut(Out):
     token: str | None = None
 
 
+def answer(request: web.Request, data: Any) -> web.Response:
+    """A console answer: operators' data, never kept by a browser's or a proxy's cache."""
+    return respond(request, data, headers={"Cache-Control": "no-store"})
+
+
 def _cookies(request: web.Request) -> dict[str, str]:
     return dict(request.cookies)
 
@@ -124,11 +129,11 @@ async def logout(request: web.Request) -> web.Response:
     token = operators.operator_token(request.headers.get("Authorization"), _cookies(request))
     assert token is not None  # authenticate_operator found it
     await operators.close_session(request.app[ENGINE], token)
-    response = respond(request, {"ok": True})
+    response = answer(request, {"ok": True})
     response.del_cookie(operators.COOKIE, path=operators.COOKIE_PATH)
     return response
 
 
 async def me(request: web.Request) -> web.Response:
     operator = await authenticate_operator(request)
-    return respond(request, {"operator_id": operator.id, "name": operator.name})
+    return answer(request, {"operator_id": operator.id, "name": operator.name})

@@ -20,9 +20,8 @@ from db.models import Player, PlayerBan, PlayerSession, ProcessedEvent, Schedule
 from gameserver.queue import DeadEvent, codec
 from gameserver.status import read_status
 from webfront.admin import audit
-from webfront.admin.auth import authenticate_operator
+from webfront.admin.auth import answer, authenticate_operator
 from webfront.admin.hooks import GameHooks
-from webfront.codec import respond
 from webfront.errors import not_found
 from webfront.state import CLOCK, ENGINE, QUEUE, REDIS, SESSION_FACTORY, SETTINGS
 from webfront.validation import Query, path_id, read_query
@@ -134,7 +133,7 @@ async def overview(request: web.Request) -> web.Response:
         servers = await read_status(app[REDIS], app[SETTINGS].redis_prefix, now)
     rates = [s["events_per_s"] for s in servers if s.get("events_per_s") is not None]
     ticks = [s.get("tick") or {} for s in servers]
-    return respond(
+    return answer(
         request,
         {
             "now_ms": now,
@@ -240,7 +239,7 @@ def village_view(hooks: GameHooks) -> Handler:
     async def handle(request: web.Request) -> web.Response:
         await authenticate_operator(request)
         village_id = path_id(request, "id", "village")
-        return respond(request, await village_timeline(request, hooks, village_id))
+        return answer(request, await village_timeline(request, hooks, village_id))
 
     return handle
 
@@ -279,7 +278,7 @@ def player_view(hooks: GameHooks) -> Handler:
                 ).scalars()
             ]
         villages = [await village_timeline(request, hooks, v) for v in village_ids]
-        return respond(
+        return answer(
             request,
             {
                 "player": {
@@ -316,7 +315,7 @@ async def find_players(request: web.Request) -> web.Response:
             .limit(50)
         )
         found = [{"id": r[0], "name": r[1], "banned": bool(r[2])} for r in rows]
-    return respond(request, {"players": found})
+    return answer(request, {"players": found})
 
 
 class AuditQuery(Query):
@@ -326,4 +325,4 @@ class AuditQuery(Query):
 async def audit_log(request: web.Request) -> web.Response:
     await authenticate_operator(request)
     query = read_query(request, AuditQuery)
-    return respond(request, {"entries": await audit.recent(request.app[ENGINE], query.limit)})
+    return answer(request, {"entries": await audit.recent(request.app[ENGINE], query.limit)})
