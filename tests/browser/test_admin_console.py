@@ -3,7 +3,8 @@
 webfront and gameserver run as subprocesses (the fixture of ``test_browser``); an
 operator made with ``wgctl operator create`` logs in, sees the world at a glance
 (with the running task server's status record), finds a player, bans them and sees
-the ban in the audit log; the player's next command is refused with 403 ``banned``.
+the ban in the audit log, replays a battle report from its seed; the player's next
+command is refused with 403 ``banned``.
 The page must run under its Content-Security-Policy without a single violation.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import urllib.error
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import ConsoleMessage, expect, sync_playwright
 
+from refgame.battle import battle_reports, resolve_battle
 from tests.browser.test_browser import (
     ARTIFACTS,
     CHROMIUM,
@@ -67,11 +70,28 @@ def build(url: str, token: str, village_id: int) -> tuple[int, dict[str, object]
         return exc.code, json.loads(exc.read())
 
 
+def add_battle_report(stack: Stack, player_id: int) -> int:
+    """A battle report as the game files it (the browser test has no time for a march)."""
+    result = resolve_battle({"legionnaire": 30}, {"praetorian": 20}, 1, "raid", 987654321)
+    body, _ = battle_reports(
+        result, loot={}, attacker={"player_id": player_id}, defender={"player_id": None},
+        time_ms=1,
+    )  # fmt: skip
+    with sqlite3.connect(stack.db_path, timeout=10) as db:
+        cursor = db.execute(
+            "INSERT INTO reports (player_id, kind, title, body, created_ms, is_read) "
+            "VALUES (?, 'battle', ?, ?, 1, 0)",
+            (player_id, body["title"], json.dumps(body)),
+        )
+        return int(cursor.lastrowid or 0)
+
+
 def test_operator_bans_a_player_in_chromium(stack: Stack) -> None:
     if not CHROMIUM.exists():
         pytest.fail(f"Debian's Chromium is missing at {CHROMIUM}: apt-get install chromium")
     create_operator(stack)
     mallory = register(stack.url, "mallory")
+    report_id = add_battle_report(stack, int(mallory["player_id"]))
     assert PASSWORD  # mallory's password: the shared test one
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=WAIT_MS)
@@ -123,6 +143,11 @@ def test_operator_bans_a_player_in_chromium(stack: Stack) -> None:
             expect(entry).to_contain_text(OPERATOR)
             expect(entry).to_contain_text(f"player:{mallory['player_id']}")
             page.screenshot(path=str(ARTIFACTS / "admin-banned.png"), full_page=True)
+
+            page.fill("#report-id", str(report_id))
+            page.click("#replay-form button[type=submit]")
+            expect(page.locator("#replay-verdict")).to_have_text("replay equals the stored result")
+            expect(page.locator("#audit-log tbody tr[data-action=replay]")).to_have_count(1)
         finally:
             browser.close()
 
