@@ -91,6 +91,10 @@ class StatusPublisher:
         self._before_ms: int | None = None
         self._written = 0
         self._stop = asyncio.Event()
+        # the last interval's tick figures, kept through intervals in which this process ran
+        # no shard (it holds a few of them, one runs per second)
+        self._tick_avg_ms: float | None = None
+        self._tick_p99_ms: float | None = None
 
     @classmethod
     def attach(cls, server: TaskServer, every_s: float = STATUS_EVERY_S) -> None:
@@ -133,7 +137,10 @@ class StatusPublisher:
             return now.get(name, 0.0) - before.get(name, 0.0)
 
         ticks = delta("tick_shard_seconds_count")
-        p99 = _p99_bound(now, before)
+        if ticks:
+            self._tick_avg_ms = round(1000 * delta("tick_shard_seconds_sum") / ticks, 2)
+            p99 = _p99_bound(now, before)
+            self._tick_p99_ms = None if p99 is None else round(1000 * p99, 1)
         record = {
             "name": self.name,
             "started_ms": self.started_ms,
@@ -147,10 +154,8 @@ class StatusPublisher:
             "partitions_held": int(now.get("gameserver_partitions_held", 0)),
             "tick": {
                 "shards_run": int(now.get("tick_shard_seconds_count", 0)),
-                "avg_ms": round(1000 * delta("tick_shard_seconds_sum") / ticks, 2)
-                if ticks
-                else None,
-                "p99_ms_at_most": None if p99 is None else round(1000 * p99, 1),
+                "avg_ms": self._tick_avg_ms,
+                "p99_ms_at_most": self._tick_p99_ms,
                 "overruns_total": int(now.get("tick_overruns_total", 0)),
                 "failures_total": int(now.get("tick_failures_total", 0)),
             },
