@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table
 
 from gameapi.game import Game, PlaceTemplate
-from refgame import commands, handlers
+from refgame import admin, commands, handlers
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -132,4 +132,6 @@ GAME = Game(
     tables=Base.metadata,
     migrations=MIGRATIONS,
     snapshot_parts=SNAPSHOT_PARTS,
+    admin_timeline=admin.admin_timeline,
+    replay_report=admin.replay_report,
 )

@@ -17,6 +17,7 @@ from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
 from webfront import (
+    admin,
     auth,
     clocksync,
     health,
@@ -202,6 +203,7 @@ def create_app(
             *query_endpoints(game.queries, game.rule_errors),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
+            *admin.endpoints(settings.game),
             *client_endpoints(settings.game),
         ],
         metrics,
