@@ -22,9 +22,8 @@ to aiosqlite's thread (``_sqlite_rows``), on PostgreSQL straight on asyncpg
 from __future__ import annotations
 
 import contextvars
-import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,62 +122,58 @@ class SnapshotBuilder:
         self.parts: list[_Part] = []
         self.place_keys: dict[str, str] = {}  # key -> shape, in the order declared
         self.player_keys: dict[str, str] = {}
-        selects = self._game_selects(parts)
+        layouts = [self._layout(spec) for spec in parts]
         self.widths = {
-            "i": max([4 + len(self.stock_columns), 1, *(c["i"] for c in self._counts)]),
-            "s": max([1, *(c["s"] for c in self._counts)]),
-            "j": max([0, *(c["j"] for c in self._counts)]),
-        }
+            kind: max([minimum, *(sum(1 for k in kinds if k == kind) + (kind == "i")
+                                  for _, _, kinds in layouts)])
+            for kind, minimum in (("i", 4 + len(self.stock_columns)), ("s", 1), ("j", 0))
+        }  # fmt: skip
+        selects = []
+        for number, (spec, sub, kinds) in enumerate(layouts, FIRST_GAME_PART):
+            seen = {"i": 1, "s": 0, "j": 0}  # i1 is the place or the player
+            positions = []
+            for kind in kinds:
+                positions.append(self._position(kind, seen[kind]))
+                seen[kind] += 1
+            columns = list(sub.c)
+            self.parts.append(
+                _Part(
+                    spec,
+                    columns[0].key == "player_id",
+                    tuple(c.key for c in columns[1:]),
+                    tuple(positions),
+                    tuple(n for n, k in enumerate(kinds) if k != "j"),
+                )
+            )
+            selects.append(self._select(sub, kinds, number))
         self.statement = self._statement(selects)
         self._compiled: dict[Dialect, SQLCompiler] = {}
 
     # ---- the statement
 
-    def _game_selects(self, parts: Sequence[SnapshotPart]) -> list[Callable[[], Select[Any]]]:
-        """Check each part and note its layout; the selects are made once widths are known."""
-        self._counts: list[dict[str, int]] = []
-        made: list[Callable[[], Select[Any]]] = []
-        for spec in parts:
-            if spec.shape not in SHAPES:
-                raise ValueError(
-                    f"snapshot part {spec.key!r}: shape {spec.shape!r} not in {SHAPES}"
-                )
-            sub = spec.query().subquery()
-            columns = list(sub.c)
-            first = columns[0].key
-            if first not in ("place_id", "player_id"):
-                raise ValueError(
-                    f"snapshot part {spec.key!r}: the first column must be labelled place_id "
-                    f"or player_id, not {first!r}"
-                )
-            wanted = {"map": 3, "value": 2}.get(spec.shape)
-            if wanted is not None and len(columns) != wanted:
-                raise ValueError(
-                    f"snapshot part {spec.key!r}: a {spec.shape} has {wanted - 1} column(s) "
-                    "after the first"
-                )
-            keys = self.player_keys if first == "player_id" else self.place_keys
-            if keys.setdefault(spec.key, spec.shape) != spec.shape:
-                raise ValueError(f"snapshot parts {spec.key!r} differ in shape")
-            counts = {"i": 1, "s": 0, "j": 0}  # i1 is the place or player
-            slots, kinds = [], []
-            for column in columns[1:]:
-                kind = _kind(column.type)
-                counts[kind] += 1
-                kinds.append(kind)
-                slots.append((kind, counts[kind] - 1))
-            self._counts.append(counts)
-            self.parts.append(
-                _Part(
-                    spec,
-                    first == "player_id",
-                    tuple(c.key for c in columns[1:]),
-                    (),  # filled by _statement (positions depend on the widths)
-                    tuple(n for n, k in enumerate(kinds) if k != "j"),
-                )
+    def _layout(self, spec: SnapshotPart) -> tuple[SnapshotPart, Any, list[str]]:
+        """Check a part; its query as a subquery and the slot kind of each column after the
+        first."""
+        if spec.shape not in SHAPES:
+            raise ValueError(f"snapshot part {spec.key!r}: shape {spec.shape!r} not in {SHAPES}")
+        sub = spec.query().subquery()
+        columns = list(sub.c)
+        first = columns[0].key
+        if first not in ("place_id", "player_id"):
+            raise ValueError(
+                f"snapshot part {spec.key!r}: the first column must be labelled place_id "
+                f"or player_id, not {first!r}"
             )
-            made.append(functools.partial(self._select, sub, slots))
-        return made
+        wanted = {"map": 3, "value": 2}.get(spec.shape)
+        if wanted is not None and len(columns) != wanted:
+            raise ValueError(
+                f"snapshot part {spec.key!r}: a {spec.shape} has {wanted - 1} column(s) "
+                "after the first"
+            )
+        keys = self.player_keys if first == "player_id" else self.place_keys
+        if keys.setdefault(spec.key, spec.shape) != spec.shape:
+            raise ValueError(f"snapshot parts {spec.key!r} differ in shape")
+        return spec, sub, [_kind(column.type) for column in columns[1:]]
 
     def _columns(
         self,
@@ -210,10 +205,11 @@ class SnapshotBuilder:
         offset = {"i": 2, "s": 2 + self.widths["i"], "j": 2 + self.widths["i"] + self.widths["s"]}
         return offset[kind] + index
 
-    def _select(self, sub: Any, slots: list[tuple[str, int]], part: int) -> Select[Any]:
+    def _select(self, sub: Any, kinds: list[str], part: int) -> Select[Any]:
+        """A game part's rows in the generic layout, for the batch's players."""
         columns = list(sub.c)
         typed: dict[str, list[Any]] = {"i": [columns[0]], "s": [], "j": []}
-        for column, (kind, _index) in zip(columns[1:], slots, strict=True):
+        for column, kind in zip(columns[1:], kinds, strict=True):
             typed[kind].append(column)
         if columns[0].key == "player_id":
             return select(
@@ -226,7 +222,7 @@ class SnapshotBuilder:
             .where(_Batch(v.player_id))
         )
 
-    def _statement(self, selects: list[Callable[..., Select[Any]]]) -> Select[Any]:
+    def _statement(self, selects: list[Select[Any]]) -> Select[Any]:
         # Every part filters the batch on an indexed player id of its own, so the database
         # drives each part from the batch's ids through indexes (a test reads SQLite's plan).
         v = aliased(Village)
@@ -241,17 +237,8 @@ class SnapshotBuilder:
             )
             .join_from(v, s, s.c.village_id == v.id)
             .where(_Batch(v.player_id)),
+            *selects,
         ]  # fmt: skip
-        for n, (part, make) in enumerate(zip(self.parts, selects, strict=True)):
-            number = FIRST_GAME_PART + n
-            parts.append(make(number))
-            sub = part.spec.query().subquery()
-            positions, seen = [], {"i": 1, "s": 0, "j": 0}
-            for column in list(sub.c)[1:]:
-                kind = _kind(column.type)
-                positions.append(self._position(kind, seen[kind]))
-                seen[kind] += 1
-            object.__setattr__(part, "slots", tuple(positions))
         rows = union_all(*parts).subquery("parts")
         return select(rows).order_by(rows.c.owner, rows.c.part, rows.c.i1)
 
