@@ -21,8 +21,8 @@ from db.models import Player, Village
 from db.worldgen import free_coordinates, game_rows, stock_row
 
 if TYPE_CHECKING:
+    from db.declare import PlaceTemplate
     from db.stock import Stocks
-    from gameapi.game import PlaceTemplate
 
 _CANDIDATES = 64  # random spots tried per query before scanning the whole map
 _PLACEMENT_ROUNDS = 4

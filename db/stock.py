@@ -41,7 +41,7 @@ from db.events import PendingHead, earliest_pending, overdue_villages
 from db.models import NAMING
 
 if TYPE_CHECKING:
-    from gameapi.game import Resource
+    from db.declare import Resource
 
 STOCK_TABLE = "village_stock"
 

@@ -21,8 +21,8 @@ from common.names import name_key
 from db.models import Player, Village
 
 if TYPE_CHECKING:
+    from db.declare import PlaceTemplate
     from db.stock import Stocks
-    from gameapi.game import PlaceTemplate
 
 _COPY_CHUNK = 50_000
 

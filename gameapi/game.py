@@ -8,13 +8,14 @@ A game is an importable Python package (``GAME``, a dotted module name such as
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import MetaData, Select, Table
+from sqlalchemy import MetaData, Select
+
+from db.declare import PlaceTemplate, Resource
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,43 +25,6 @@ if TYPE_CHECKING:
 
 # a Select of any columns (the Select of a part's query, whatever its columns' types)
 AnySelect = Select[*tuple[Any, ...]]
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,23}")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A resource that places produce over time, stored fixed-point in ``village_stock``.
-
-    ``cap`` names the storage that limits it: resources sharing a cap share one
-    ``<cap>_cap`` column (several resources kept in one storage building share its
-    cap). ``may_decline``: its rate may be negative (food eaten by an army);
-    its stock then stops at zero and the game decides what running out means
-    (the reference game starves troops). Columns: ``<name>``, ``<name>_rate``.
-    """
-
-    name: str
-    cap: str
-    may_decline: bool = False
-
-    def __post_init__(self) -> None:
-        for what, value in (("name", self.name), ("cap", self.cap)):
-            if _NAME.fullmatch(value) is None:
-                raise ValueError(f"resource {what} {value!r}: lower-case letters, digits, '_'")
-
-
-@dataclass(frozen=True)
-class PlaceTemplate:
-    """What a new place (village, planet) starts with; amounts in whole units.
-
-    ``stock`` and ``rates`` (units per hour) by resource name, ``caps`` by cap
-    name; ``rows(place_id)`` gives the game's own rows for the new place
-    (buildings, troops) as ``{table: [row, ...]}``, inserted with it.
-    """
-
-    stock: Mapping[str, int] = field(default_factory=dict)
-    rates: Mapping[str, int] = field(default_factory=dict)
-    caps: Mapping[str, int] = field(default_factory=dict)
-    rows: Callable[[int], Mapping[Table, Sequence[dict[str, Any]]]] | None = None
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
 from db.stock import ShardTick, Stocks
-from gameapi.loading import load_game
-from gameapi.stocks import stocks_of
 from gameserver.leases import LeaseManager
 from gameserver.metrics import TickMetrics
 
@@ -182,7 +180,7 @@ class ShardedTick:
             owns=lambda shard: shard in leases.held and leases.valid(),
             clock=server.clock,
             metrics=TickMetrics(server.metrics.registry),
-            stocks=stocks_of(load_game(server.settings.game)),  # loaded (and checked) at start
+            stocks=server.stocks,
         )
         self.runner.attach(server.scheduler)
         self.leases = leases
