@@ -13,6 +13,10 @@ scheduled for, so production changes are exact):
   the home village feeds them until it arrives.
 - ``starvation``: the granary ran dry with net crop negative; troops at home
   die, highest upkeep first, until net crop is back at zero or above.
+
+When an operator drops a dead ``build_done`` or ``train_done``, its order goes
+and its cost is refunded; a dropped ``march`` brings its troops and loot home
+at once (``COMPENSATIONS``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from sqlalchemy import delete, select, update
 from common.amounts import to_fixed
 from common.ids import IdGenerator
 from common.settings import Settings
-from db.models import Building, BuildOrder, TrainingOrder
+from db import stock
+from db.models import Building, BuildOrder, March, TrainingOrder
 from gameserver.queue import Event, NewEvent
 from gameserver.queue.handlers import Handler, HandlerContext, HandlerRegistry
 from refgame import state
@@ -39,7 +44,7 @@ from refgame.battle import (
     resolve_battle,
     split_losses,
 )
-from refgame.buildings import FIELD_KINDS
+from refgame.buildings import FIELD_KINDS, build_cost
 from refgame.economy import (
     field_production,
     starvation_time_ms,
@@ -49,7 +54,7 @@ from refgame.economy import (
     visible_stock,
 )
 from refgame.travel import march_duration_ms, return_march, shortest_follow_up_ms
-from refgame.units import total_upkeep
+from refgame.units import total_upkeep, train_cost
 
 BUILD_DONE = "build_done"
 TRAIN_DONE = "train_done"
@@ -333,6 +338,69 @@ def _send_news(
     tx.schedule(TROOPS_LOST, home_id, at_ms + travel, {"lost": dict(lost)})
 
 
+# --- compensations: an operator dropped a dead event; give back what its command took ---------
+# (``gameserver.queue.deadletters.drop``, in the transaction that deletes the event)
+
+
+async def _refund(tx: _EventTx, village_id: int, cost: Mapping[str, int]) -> None:
+    """Give ``cost`` (whole units) back to the village, settled like a command's spend."""
+    if await state.village_info(tx.session, village_id) is None:
+        return
+    at = await stock.settle_horizon(tx.session, tx.ctx.now_ms)
+    await stock.deposit(tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at)
+    info = await state.village_info(tx.session, village_id)
+    tx.touch_players([info.player_id if info else None])
+
+
+async def drop_build(
+    tx: _EventTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    """The upgrade never happens: its order goes and its cost is refunded."""
+    order = await tx.session.get(BuildOrder, int(payload.get("order_id", 0)))
+    if order is None:
+        return
+    await tx.session.execute(delete(BuildOrder).where(BuildOrder.id == order.id))
+    await _refund(tx, village_id, build_cost(order.kind, order.target_level).as_dict())
+
+
+async def drop_training(
+    tx: _EventTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    """The units are never trained: the order goes and its cost is refunded."""
+    order = await tx.session.get(TrainingOrder, int(payload.get("order_id", 0)))
+    if order is None:
+        return
+    await tx.session.execute(delete(TrainingOrder).where(TrainingOrder.id == order.id))
+    await _refund(tx, village_id, train_cost(order.unit, order.count).as_dict())
+
+
+async def drop_march(
+    tx: _EventTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
+) -> None:
+    """The march never arrives: its troops (and loot) are home at once. The home village fed
+    them while away, so its upkeep does not change."""
+    row = await tx.session.get(March, int(payload.get("march_id", 0)))
+    if row is None or row.event_id != tx.event_id:  # recalled since: another event carries it
+        return
+    await tx.session.execute(delete(March).where(March.id == row.id))
+    home = await state.village_info(tx.session, row.origin_village_id)
+    if home is None:
+        return  # the home village is gone: its troops scatter
+    troops = {str(u): int(n) for u, n in row.troops.items() if int(n) > 0}
+    await state.add_troops(tx.session, home.id, home.id, troops)
+    loot = {r: int(n) for r, n in (row.loot or {}).items() if int(n) > 0}
+    if loot:
+        await _refund(tx, home.id, loot)
+    tx.touch_players([home.player_id])
+
+
+Compensate = Callable[["_EventTx", int, int, Mapping[str, Any]], Awaitable[None]]
+COMPENSATIONS: dict[str, Compensate] = {
+    BUILD_DONE: drop_build,
+    TRAIN_DONE: drop_training,
+    MARCH: drop_march,
+}
+
 Apply = Callable[[state.GameTx, int, int, Mapping[str, Any]], Awaitable[None]]
 MAX_BATCH = 100  # events per handler call
 MAX_MARCH_BATCH = 500  # march arrivals per call (one BatchState)
@@ -353,6 +421,7 @@ class _EventTx:
         self.session = ctx.session
         self.world_speed = world_speed
         self.ids = ids
+        self.event_id = 0  # of the event being compensated
 
     def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
         event_id = self.ids.next_id()
@@ -372,6 +441,16 @@ def _batch_handler(apply: Apply, world_speed: float, ids: IdGenerator) -> Handle
     return handle
 
 
+def _compensation(compensate: Compensate, world_speed: float, ids: IdGenerator) -> Handler:
+    async def handle(ctx: HandlerContext, events: list[Event]) -> None:
+        tx = _EventTx(ctx, world_speed, ids)
+        for event in events:
+            tx.event_id = event.id
+            await compensate(tx, event.village_id, event.due_ms, event.payload)
+
+    return handle
+
+
 def _march_handler(world_speed: float, ids: IdGenerator) -> Handler:
     async def handle(ctx: HandlerContext, events: list[Event]) -> None:
         tx = _EventTx(ctx, world_speed, ids)
@@ -387,9 +466,13 @@ def register(registry: HandlerRegistry, settings: Settings | None = None) -> Non
     # the news of a battle reaches a neighbour's village no sooner than this
     registry.set_lookahead(shortest_follow_up_ms(world_speed))
     for kind, apply in HANDLERS.items():
+        drop = COMPENSATIONS.get(kind)
+        compensate = None if drop is None else _compensation(drop, world_speed, ids)
         if kind == MARCH:  # set-based: a few statements per call
-            registry.register(kind, _march_handler(world_speed, ids), max_batch=MAX_MARCH_BATCH)
+            handler = _march_handler(world_speed, ids)
+            registry.register(kind, handler, max_batch=MAX_MARCH_BATCH, compensate=compensate)
         else:
             # these run one by one inside a call (~6 statements each): keep a call well
             # inside the handler timeout, or a big batch would time out and be re-run
-            registry.register(kind, _batch_handler(apply, world_speed, ids), max_batch=MAX_BATCH)
+            handler = _batch_handler(apply, world_speed, ids)
+            registry.register(kind, handler, max_batch=MAX_BATCH, compensate=compensate)

@@ -69,7 +69,7 @@ def test_migrate_then_check_passes(tmp_path: Path) -> None:
     proc = run(["webfront", "--check"], env)
     assert proc.returncode == 0, proc.stderr
     status = run(["wgctl", "status"], env)
-    assert "db_revision: 0003" in status.stdout
+    assert "db_revision: 0005" in status.stdout
 
 
 def test_port_in_use_is_one_line(sqlite_url: str) -> None:
