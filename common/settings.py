@@ -46,6 +46,12 @@ class Settings(BaseSettings):
         9100, ge=0, le=65535, description="task server Prometheus port (0 = off)"
     )
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="player session lifetime")
+    clock_skew_warn_ms: int = Field(
+        250, ge=1, description="warn when this process's clock is this far off Redis TIME"
+    )
+    clock_skew_max_ms: int = Field(
+        2_000, ge=1, description="past this offset from Redis TIME: no handlers, no tick"
+    )
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 

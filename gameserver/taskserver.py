@@ -23,7 +23,7 @@ from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common import supervise
-from common.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, is_simulated
 from common.errors import FatalError
 from common.node_lease import NodeLease
 from common.redis_conn import AnyRedis
@@ -90,6 +90,7 @@ class TaskServer:
         self.wake: WakeListener | None = None
         self.metrics_server: MetricsServer | None = None
         self.node_lease: NodeLease | None = None
+        self.clock_check: ClockCheck | None = None
         self.started = asyncio.Event()  # set after the first lease heartbeat
         self._stop = asyncio.Event()
         self._workers: dict[int, _Running] = {}
@@ -118,6 +119,10 @@ class TaskServer:
         the caller stops it (for example from an ``on_shutdown`` hook)."""
         crashed = self.metrics.crashes
         return supervise.start(name, loop, on_crash=lambda task: crashed.labels(task).inc())
+
+    def clock_ok(self) -> bool:
+        """False while this host's clock is too far off Redis to run handlers or the tick."""
+        return self.clock_check is None or self.clock_check.ok
 
     @property
     def held(self) -> frozenset[int]:
@@ -196,6 +201,17 @@ class TaskServer:
         try:
             # ids of follow-up events (and of the game's rows) unique among the world's
             # processes: every IdGenerator of this process uses the leased node
+            if not is_simulated(self.clock):
+                self.clock_check = ClockCheck(
+                    self.redis,
+                    self.clock,
+                    warn_ms=self.settings.clock_skew_warn_ms,
+                    max_ms=self.settings.clock_skew_max_ms,
+                    registry=self.metrics.registry,
+                    what="task server",
+                )
+                await self.clock_check.check()  # before any handler or tick runs
+                background.append(self.supervised_task("clock-check", self.clock_check.run))
             self.node_lease = NodeLease(self.redis, self.settings.redis_prefix, owner=self.owner)
             await self.node_lease.acquire()
             background.append(self.supervised_task("id-node-lease", self.node_lease.run))
@@ -272,6 +288,8 @@ class TaskServer:
             await self.leases.release_all()  # others take over at once, not after the TTL
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        if self.clock_check is not None:
+            self.clock_check.stop()  # a cancel that lands in a Redis call may be swallowed
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -326,6 +344,7 @@ class TaskServer:
             metrics=self.metrics,
             lease_valid=self.leases.valid,
             burst=self.burst,
+            may_run=self.clock_ok,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

@@ -173,7 +173,7 @@ class ShardedTick:
         self.runner = TickRunner(
             server.engine,
             server.settings.tick_shards,
-            owns=lambda shard: shard in leases.held and leases.valid(),
+            owns=lambda shard: shard in leases.held and leases.valid() and server.clock_ok(),
             clock=server.clock,
             metrics=TickMetrics(server.metrics.registry),
         )
