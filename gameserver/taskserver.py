@@ -1,8 +1,9 @@
 """The task server: holds partition leases and runs one worker per partition it holds.
 
 Besides the workers it runs the wake-up listener, the reconciler, the metrics
-endpoint and an APScheduler ``AsyncIOScheduler`` that other periodic jobs
-plug into (``add_job``; the tick of issue 4 goes there).
+endpoint, the clock-skew check and an APScheduler ``AsyncIOScheduler`` that
+the tick and periodic jobs plug into (``add_job``: once per world, leased,
+``gameserver.jobs``; or once per process).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from common.settings import Settings
 from db.engine import check_database, create_engine, session_factory
 from db.migrate import current_revision, require_current
 from gameserver.config import TaskServerConfig
+from gameserver.jobs import JobContext, JobMetrics, WorldJob
 from gameserver.leases import LeaseManager
 from gameserver.metrics import MetricsServer, QueueMetrics
 from gameserver.queue.constants import PARTITION_LEASE_GROUP
 from gameserver.queue.eventqueue import EventQueue
-from gameserver.queue.handlers import HandlerRegistry
+from gameserver.queue.handlers import HandlerRegistry, Job
 from gameserver.queue.reconciler import Reconciler
 from gameserver.queue.worker import PartitionWorker, is_unavailable
 from gameserver.redis_client import connect
@@ -98,14 +100,63 @@ class TaskServer:
         self._warned: dict[str, float] = {}  # what -> monotonic time of its last warning
         self._orphaned_since: float | None = None
         self._shutdown_hooks: list[Hook] = []
+        self._world_jobs: list[WorldJob] = []
+        self._pending_jobs: list[tuple[str, Callable[[], Awaitable[None]], float, Any]] = []
+        self._job_metrics: JobMetrics | None = None
 
     # --- extension points -------------------------------------------------------
 
-    def add_job(self, func: Callable[..., Any], seconds: float, **options: Any) -> None:
-        """Run ``func`` every ``seconds`` on the scheduler; overruns coalesce, never stack."""
+    def add_job(
+        self,
+        func: Callable[[], Awaitable[None]],
+        seconds: float,
+        *,
+        name: str | None = None,
+        per_process: bool = False,
+        **options: Any,
+    ) -> None:
+        """Run ``func()`` every ``seconds``, once per world however many task servers run
+        (``gameserver.jobs``: leased, moved to another server when its holder dies).
+
+        ``per_process=True``: run it in every task server (per-process work, such as
+        refreshing this process's gauges). Overruns coalesce, never stack.
+        """
         options.setdefault("coalesce", True)
         options.setdefault("max_instances", 1)
-        self.scheduler.add_job(func, "interval", seconds=seconds, **options)
+        if per_process:
+            self.scheduler.add_job(func, "interval", seconds=seconds, name=name, **options)
+            return
+        job_name: str = name or str(getattr(func, "__name__", "job"))
+        if any(j.name == job_name for j in self._world_jobs):
+            raise ValueError(f"a job named {job_name!r} is already added")
+        if self.redis is None:  # not running yet: started by run()
+            self._pending_jobs.append((job_name, func, seconds, options))
+        else:
+            self._start_job(job_name, func, seconds, options)
+
+    def _start_job(
+        self,
+        name: str,
+        func: Callable[[], Awaitable[None]],
+        seconds: float,
+        options: dict[str, Any],
+    ) -> None:
+        assert self.redis is not None
+        if self._job_metrics is None:
+            self._job_metrics = JobMetrics(self.metrics.registry)
+        job = WorldJob(
+            name, func, seconds, self.redis, prefix=self.settings.redis_prefix,
+            owner=self.owner, metrics=self._job_metrics,
+            may_run=lambda: self.clock_ok() and not self._stop.is_set(),
+        )  # fmt: skip
+        self._world_jobs.append(job)
+        job.started(self.supervised_task(f"job-{name}-lease", job.leases.run))
+        self.scheduler.add_job(job.poll, "interval", seconds=job.poll_s, name=name, **options)
+
+    def job_context(self) -> JobContext:
+        """What a game's periodic job gets (``HandlerRegistry.add_job``)."""
+        assert self.redis is not None and self.sessions is not None and self.queue is not None
+        return JobContext(self.settings, self.redis, self.sessions, self.clock, self.queue)
 
     def on_startup(self, hook: Hook) -> None:
         """Await ``hook(server)`` once Redis and the DB are open (e.g. to start shard leases)."""
@@ -251,7 +302,11 @@ class TaskServer:
                 before_release=self._before_release,
             )
             lease_task = self.supervised_task("partition-leases", self.leases.run)
-            self.add_job(self._refresh_stats, cfg.stats_every_s, name="queue-stats")
+            self.add_job(
+                self._refresh_stats, cfg.stats_every_s, name="queue-stats", per_process=True
+            )
+            if not self.burst:  # a burst run is a one-off catch-up: no periodic jobs
+                self._start_world_jobs()
             self.scheduler.start()
             if self.burst:
                 await self._until_drained()
@@ -260,6 +315,17 @@ class TaskServer:
         finally:
             await self._shutdown(background, lease_task)
             gc.set_threshold(*gc_before)
+
+    def _start_world_jobs(self) -> None:
+        for job in self.registry.jobs:  # the game's, with the context they take
+
+            def call(func: Job = job.func) -> Awaitable[None]:
+                return func(self.job_context())
+
+            self.add_job(call, job.seconds, name=job.name)
+        pending, self._pending_jobs = self._pending_jobs, []
+        for name, func, seconds, options in pending:
+            self._start_job(name, func, seconds, options)
 
     async def _until_drained(self) -> None:
         everything = frozenset(range(self.settings.queue_partitions))
@@ -288,6 +354,9 @@ class TaskServer:
             await self.leases.release_all()  # others take over at once, not after the TTL
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        for job in self._world_jobs:
+            await job.stop()
+        self._world_jobs.clear()
         if self.clock_check is not None:
             self.clock_check.stop()  # a cancel that lands in a Redis call may be swallowed
         for task in background:
