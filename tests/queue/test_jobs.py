@@ -19,8 +19,8 @@ INTERVAL_MS = int(TALLY_EVERY_S * 1000)
 
 async def _runs(redis: Redis, prefix: str) -> list[tuple[int, int]]:
     """(pid, Redis ms) of every run of the test game's job so far."""
-    rows = await redis.lrange(tally_key(prefix), 0, -1)  # type: ignore[misc]
-    return [(int(p), int(ms)) for p, ms in (row.decode().split(":") for row in rows)]
+    rows: list[bytes] = await redis.lrange(tally_key(prefix), 0, -1)  # type: ignore[misc]
+    return [(int(p), int(ms)) for p, ms in (row.split(b":") for row in rows)]
 
 
 def _once_per_interval(runs: list[tuple[int, int]]) -> None:
