@@ -19,7 +19,7 @@ INTERVAL_MS = int(TALLY_EVERY_S * 1000)
 
 async def _runs(redis: Redis, prefix: str) -> list[tuple[int, int]]:
     """(pid, Redis ms) of every run of the test game's job so far."""
-    rows: list[bytes] = await redis.lrange(tally_key(prefix), 0, -1)  # type: ignore[misc]
+    rows: list[bytes] = await redis.lrange(tally_key(prefix), 0, -1)  # type: ignore[misc,assignment]
     return [(int(p), int(ms)) for p, ms in (row.split(b":") for row in rows)]
 
 
