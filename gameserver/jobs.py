@@ -73,7 +73,7 @@ class WorldJob:
     def __init__(
         self,
         name: str,
-        func: Callable[[], Awaitable[None]],
+        func: Callable[[], Awaitable[object]],
         seconds: float,
         redis: AnyRedis,
         *,

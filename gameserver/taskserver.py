@@ -41,6 +41,7 @@ from gameserver.queue.handlers import HandlerRegistry, Job
 from gameserver.queue.reconciler import Reconciler
 from gameserver.queue.worker import PartitionWorker, is_unavailable
 from gameserver.redis_client import connect
+from gameserver.retention import Retention
 from gameserver.wake import WakeListener
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class TaskServer:
         self.metrics_server: MetricsServer | None = None
         self.node_lease: NodeLease | None = None
         self.clock_check: ClockCheck | None = None
+        self.retention: Retention | None = None
         self.started = asyncio.Event()  # set after the first lease heartbeat
         self._stop = asyncio.Event()
         self._workers: dict[int, _Running] = {}
@@ -101,14 +103,14 @@ class TaskServer:
         self._orphaned_since: float | None = None
         self._shutdown_hooks: list[Hook] = []
         self._world_jobs: list[WorldJob] = []
-        self._pending_jobs: list[tuple[str, Callable[[], Awaitable[None]], float, Any]] = []
+        self._pending_jobs: list[tuple[str, Callable[[], Awaitable[object]], float, Any]] = []
         self._job_metrics: JobMetrics | None = None
 
     # --- extension points -------------------------------------------------------
 
     def add_job(
         self,
-        func: Callable[[], Awaitable[None]],
+        func: Callable[[], Awaitable[object]],
         seconds: float,
         *,
         name: str | None = None,
@@ -137,7 +139,7 @@ class TaskServer:
     def _start_job(
         self,
         name: str,
-        func: Callable[[], Awaitable[None]],
+        func: Callable[[], Awaitable[object]],
         seconds: float,
         options: dict[str, Any],
     ) -> None:
@@ -306,6 +308,10 @@ class TaskServer:
                 self._refresh_stats, cfg.stats_every_s, name="queue-stats", per_process=True
             )
             if not self.burst:  # a burst run is a one-off catch-up: no periodic jobs
+                self.retention = Retention(
+                    self.settings, self.sessions, self.queue, self.clock, self.metrics.registry
+                )
+                self.add_job(self.retention.run, self.settings.retention_every_s, name="retention")
                 self._start_world_jobs()
             self.scheduler.start()
             if self.burst:

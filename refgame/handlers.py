@@ -22,17 +22,19 @@ at once (``COMPENSATIONS``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, delete, select, update
 
 from common.amounts import to_fixed
 from common.ids import IdGenerator
 from common.settings import Settings
 from db import stock
-from db.models import Building, BuildOrder, March, TrainingOrder
+from db.models import Building, BuildOrder, March, Report, TrainingOrder
+from gameserver.jobs import JobContext
 from gameserver.queue import Event, NewEvent
 from gameserver.queue.handlers import Handler, HandlerContext, HandlerRegistry
+from gameserver.retention import prune_rows
 from refgame import state
 from refgame.batch import BatchState
 from refgame.batch_io import MarchRow, batch_io
@@ -459,9 +461,27 @@ def _march_handler(world_speed: float, ids: IdGenerator) -> Handler:
     return handle
 
 
+REPORTS_RETENTION_JOB = "refgame.reports-retention"
+DEFAULT_RETENTION_EVERY_S = 300
+
+
+async def prune_reports(ctx: JobContext) -> None:
+    """Delete reports older than ``RETENTION_REPORTS_S`` (oldest ids first, in batches)."""
+    keep_s = ctx.settings.retention_reports_s
+    if not keep_s:
+        return
+    older = Report.created_ms < ctx.clock.now_ms() - keep_s * 1000
+    table = cast(Table, Report.__table__)
+    await prune_rows(
+        ctx.sessions, table, older, batch=ctx.settings.retention_batch, order_by=Report.id
+    )
+
+
 def register(registry: HandlerRegistry, settings: Settings | None = None) -> None:
-    """Register the reference game's event handlers on a task server."""
+    """Register the reference game's event handlers and jobs on a task server."""
     world_speed = settings.world_speed if settings else 1.0
+    every_s = settings.retention_every_s if settings else DEFAULT_RETENTION_EVERY_S
+    registry.add_job(REPORTS_RETENTION_JOB, prune_reports, every_s)
     ids = IdGenerator()
     # the news of a battle reaches a neighbour's village no sooner than this
     registry.set_lookahead(shortest_follow_up_ms(world_speed))
