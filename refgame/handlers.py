@@ -16,7 +16,8 @@ scheduled for, so production changes are exact):
 
 When an operator drops a dead ``build_done`` or ``train_done``, its order goes
 and its cost is refunded; a dropped ``march`` brings its troops and loot home
-at once (``COMPENSATIONS``).
+at once; a dropped ``troops_lost`` stops the dead troops' upkeep at once
+(``COMPENSATIONS``).
 """
 
 from __future__ import annotations
@@ -346,12 +347,12 @@ def _send_news(
 
 async def _refund(tx: _EventTx, village_id: int, cost: Mapping[str, int]) -> None:
     """Give ``cost`` (whole units) back to the village, settled like a command's spend."""
-    if await state.village_info(tx.session, village_id) is None:
+    info = await state.village_info(tx.session, village_id)
+    if info is None:
         return
     at = await stock.settle_horizon(tx.session, tx.ctx.now_ms)
     await stock.deposit(tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at)
-    info = await state.village_info(tx.session, village_id)
-    tx.touch_players([info.player_id if info else None])
+    tx.touch_players([info.player_id])
 
 
 async def drop_build(
@@ -396,11 +397,25 @@ async def drop_march(
     tx.touch_players([home.player_id])
 
 
+async def drop_news(tx: _EventTx, village_id: int, due_ms: int, payload: Mapping[str, Any]) -> None:
+    """The news of troops lost never runs: their upkeep stops now instead (the troops are
+    dead either way; the village fed them until the drop)."""
+    lost = {str(u): int(n) for u, n in (payload.get("lost") or {}).items() if int(n) > 0}
+    info = await state.village_info(tx.session, village_id)
+    if not lost or info is None:
+        return
+    at = await stock.settle_horizon(tx.session, tx.ctx.now_ms)
+    await state.change_rates(tx.session, village_id, at, tx, {"crop": total_upkeep(lost)})
+    tx.touch_players([info.player_id])
+
+
 Compensate = Callable[["_EventTx", int, int, Mapping[str, Any]], Awaitable[None]]
+# (a dropped starvation check needs none: the next change of the village's rates checks again)
 COMPENSATIONS: dict[str, Compensate] = {
     BUILD_DONE: drop_build,
     TRAIN_DONE: drop_training,
     MARCH: drop_march,
+    TROOPS_LOST: drop_news,
 }
 
 Apply = Callable[[state.GameTx, int, int, Mapping[str, Any]], Awaitable[None]]

@@ -20,19 +20,20 @@ from common.amounts import to_fixed
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from common.settings import load_settings
+from db import events as pending
 from db import stock
 from db.engine import session_factory
 from db.models import BuildOrder, March, ScheduledEvent, Village
 from db.worldgen import generate_world
-from gameserver.queue import Event, EventQueue, RetryPolicy
+from gameserver.queue import Event, EventQueue, NewEvent, RetryPolicy
 from gameserver.queue.deadletters import drop, list_dead, requeue
-from gameserver.queue.durable import row_to_event
+from gameserver.queue.durable import add_durable_events, row_to_event
 from gameserver.queue.handlers import HandlerContext, HandlerRegistry
 from refgame import handlers as game_handlers
 from refgame import state
 from refgame.commands import build, send_march, train
 from refgame.economy import stock_at
-from refgame.units import train_cost
+from refgame.units import total_upkeep, train_cost
 from refgame.world import village_template
 from tests.queue.conftest import Workers, eventually
 from tests.refgame.driver import GameDriver
@@ -216,3 +217,35 @@ async def test_requeue_runs_a_dead_event_again_even_when_redis_lost_it(
         await fixed.stop()
     async with sessions() as session:
         assert (await state.buildings_of(session, village_id))["woodcutter"] == 3
+
+
+async def test_a_dropped_news_of_losses_stops_their_upkeep_at_once(
+    engine: AsyncEngine, redis: Redis, redis_prefix: str
+) -> None:
+    clock = ManualClock(T0)
+    summary = await generate_world(
+        engine, players=1, template=village_template(1.0), shards=1, map_radius=3, seed=4,
+        clock=clock,
+    )  # fmt: skip
+    village_id = summary.first_village_id
+    sessions = session_factory(engine)
+    queue = EventQueue(
+        redis, prefix=redis_prefix, partitions=PARTITIONS, clock=clock,
+        ids=IdGenerator(clock, node=8),
+    )  # fmt: skip
+    lost = {"legionnaire": 2}
+    async with sessions() as session, session.begin():
+        before = (await state.stock_row(session, village_id))["crop_rate"]
+        [news] = await add_durable_events(
+            session, [NewEvent(game_handlers.TROOPS_LOST, village_id, T0, {"lost": lost})],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+        await pending.mark_dead(session, [(news.id, 5, "RuntimeError: a bug")], T0)
+    await clock.advance(60_000)
+    registry = HandlerRegistry()
+    game_handlers.register(registry, load_settings(world_speed=1.0))
+    assert (await drop(queue, sessions, registry, [news.id])).done == [news.id]
+    async with sessions() as session:
+        row = await state.stock_row(session, village_id)
+    assert row["crop_rate"] == before + total_upkeep(lost)
+    assert row["updated_ms"] == clock.now_ms()  # from now on, not back at its due time
