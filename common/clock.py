@@ -105,6 +105,7 @@ def is_simulated(clock: Clock) -> bool:
 
 
 SKEW_CHECK_EVERY_S = 60.0  # a process compares its clock with Redis TIME this often
+SKEW_RECHECK_S = 5.0  # ... and this often while its clock is too far off to run handlers
 
 
 class ClockCheck:
@@ -187,8 +188,10 @@ class ClockCheck:
         """Check every ``every_s`` until ``stop()`` (the caller checks once at start); a failed
         check is logged and retried."""
         while True:
+            # while refusing, look again sooner: the host may have fixed its time
+            every_s = self.every_s if self.ok else min(self.every_s, SKEW_RECHECK_S)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.every_s):
+                async with asyncio.timeout(every_s):
                     await self._stop.wait()
             if self._stop.is_set():
                 return
