@@ -117,7 +117,8 @@ class ClockCheck:
     The offset (local minus Redis, half the round trip's error) is exported as the gauge
     ``webgame_clock_offset_seconds``. Past ``warn_ms`` each check logs a WARNING; past
     ``max_ms`` ``ok`` turns False (an ERROR, and ``webgame_clock_skew_refusing`` is 1):
-    the task server then runs no handler and no tick until a check finds the clock back.
+    the task server then runs no handler, no tick and no job, and hands its partitions,
+    shards and jobs back to the healthy servers, until a check finds the clock back.
     A failed check (Redis down) keeps the last verdict.
     """
 

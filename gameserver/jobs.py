@@ -81,6 +81,7 @@ class WorldJob:
         owner: str | None,
         metrics: JobMetrics,
         may_run: Callable[[], bool] = lambda: True,
+        sidelined: Callable[[], bool] | None = None,
         ttl_ms: int = JOB_LEASE_TTL_MS,
         heartbeat_ms: int = JOB_HEARTBEAT_MS,
     ) -> None:
@@ -91,7 +92,7 @@ class WorldJob:
         self.may_run = may_run
         self.leases = LeaseManager(
             redis, prefix=prefix, group=f"job:{name}", count=1, ttl_ms=ttl_ms,
-            heartbeat_ms=heartbeat_ms, owner=owner,
+            heartbeat_ms=heartbeat_ms, owner=owner, sidelined=sidelined,
         )  # fmt: skip
         self._last_key = f"{prefix}:{{job:{name}}}:last"
         self._not_before = 0.0  # time.monotonic(): the gate said no run is due before this

@@ -150,6 +150,7 @@ class TaskServer:
             name, func, seconds, self.redis, prefix=self.settings.redis_prefix,
             owner=self.owner, metrics=self._job_metrics,
             may_run=lambda: self.clock_ok() and not self._stop.is_set(),
+            sidelined=self._clock_bad,
         )  # fmt: skip
         self._world_jobs.append(job)
         job.started(self.supervised_task(f"job-{name}-lease", job.leases.run))
@@ -172,6 +173,9 @@ class TaskServer:
         the caller stops it (for example from an ``on_shutdown`` hook)."""
         crashed = self.metrics.crashes
         return supervise.start(name, loop, on_crash=lambda task: crashed.labels(task).inc())
+
+    def _clock_bad(self) -> bool:
+        return not self.clock_ok()
 
     def clock_ok(self) -> bool:
         """False while this host's clock is too far off Redis to run handlers or the tick."""
@@ -302,6 +306,7 @@ class TaskServer:
                 greedy=self.burst,
                 on_change=self._on_change,
                 before_release=self._before_release,
+                sidelined=self._clock_bad,
             )
             lease_task = self.supervised_task("partition-leases", self.leases.run)
             self.add_job(

@@ -169,6 +169,7 @@ class ShardedTick:
             ttl_ms=SHARD_LEASE_TTL_MS,
             heartbeat_ms=SHARD_HEARTBEAT_MS,
             owner=server.owner,
+            sidelined=lambda: not server.clock_ok(),  # healthy servers tick its shards
         )
         self.runner = TickRunner(
             server.engine,

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from common.clock import SYSTEM_CLOCK, ClockCheck, OffsetClock
+from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, OffsetClock
 from common.settings import Settings
 from gameserver import builtin
 from gameserver.queue import NewEvent
@@ -66,45 +66,71 @@ async def test_offsets_are_measured_warned_and_refused(
     assert check.ok and registry.get_sample_value("webgame_clock_skew_refusing") == 0
 
 
-async def test_a_skewed_task_server_runs_nothing_until_its_clock_is_back(
+async def test_a_skewed_task_server_hands_its_work_over_until_its_clock_is_back(
     settings: Settings, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     small = settings.model_copy(update={"queue_partitions": 2, "tick_shards": 2})
-    clock = OffsetClock(SYSTEM_CLOCK, 5_000)
-    registry = HandlerRegistry()
-    builtin.register(registry)
-    register(registry)
-    server = TaskServer(small, registry, clock, config=FAST)
-    tick = ShardedTick(server)
+    skewed_clock = OffsetClock(SYSTEM_CLOCK, 5_000)
+
+    def server(clock: Clock) -> tuple[TaskServer, ShardedTick]:
+        registry = HandlerRegistry()
+        builtin.register(registry)
+        register(registry)
+        made = TaskServer(small, registry, clock, config=FAST)
+        return made, ShardedTick(made)
+
+    skewed, skewed_tick = server(skewed_clock)
     async with sessions() as session, session.begin():
         await add_durable_events(
-            session, [NewEvent(EFFECT, v, clock.now_ms() - 10_000) for v in range(4)], clock=clock
+            session,
+            [NewEvent(EFFECT, v, SYSTEM_CLOCK.now_ms() - 10_000) for v in range(4)],
+            clock=SYSTEM_CLOCK,
         )
-    task = asyncio.create_task(server.run())
+    servers = [skewed]
+    tasks = [asyncio.create_task(skewed.run(), name="skewed task server")]
     try:
+        await eventually(lambda: _true(skewed.started.is_set()), alive=tasks)
+        # refused from its first check on: it never held a partition, a shard or a job
+        assert skewed.clock_check is not None and not skewed.clock_ok()
+        assert abs(_offset(skewed.metrics.registry) - 5.0) < ROUND_TRIP_MS / 1000
+        assert skewed.held == frozenset() and (await counts(sessions))["processed"] == 0
+        assert skewed_tick.leases is not None and skewed_tick.leases.held == frozenset()
 
-        async def all_paused() -> bool:
-            running = list(server._workers.values())
-            return len(running) == 2 and all(r.worker.paused for r in running)
-
-        await eventually(all_paused, alive=[task])
-        assert server.clock_check is not None and not server.clock_ok()
-        assert abs(_offset(server.metrics.registry) - 5.0) < ROUND_TRIP_MS / 1000
-        assert (await counts(sessions))["processed"] == 0  # paused before the first claim
-        assert tick.runner is not None and tick.leases is not None
-        assert not any(tick.runner.owns(shard) for shard in range(2))
-
-        clock.offset_ms = 0
-        await server.clock_check.check()
-        assert server.clock_ok()
+        # a healthy server runs the world meanwhile: nothing waits for the skewed one
+        healthy, healthy_tick = server(SYSTEM_CLOCK)
+        servers.append(healthy)
+        tasks.append(asyncio.create_task(healthy.run(), name="healthy task server"))
 
         async def all_ran() -> bool:
             return (await counts(sessions))["processed"] == 4
 
-        await eventually(all_ran, alive=[task])
+        await eventually(all_ran, alive=tasks)
+        assert healthy.held == frozenset({0, 1}) and skewed.held == frozenset()
+
+        async def healthy_ticks_all() -> bool:
+            leases = healthy_tick.leases
+            return leases is not None and leases.held == frozenset({0, 1})
+
+        await eventually(healthy_ticks_all, alive=tasks)
+
+        # the clock is back: the skewed server takes its share again
+        skewed_clock.offset_ms = 0
+        await skewed.clock_check.check()
+        assert skewed.clock_ok()
+
+        async def shared() -> bool:
+            return len(skewed.held) == 1 and len(healthy.held) == 1
+
+        await eventually(shared, alive=tasks)
     finally:
-        server.stop()
-        await asyncio.wait_for(task, 15)
+        for running in servers:
+            running.stop()
+        for task in tasks:
+            await asyncio.wait_for(task, 15)
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def test_the_web_server_exports_its_offset(settings: Settings) -> None:
