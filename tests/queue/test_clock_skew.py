@@ -27,7 +27,7 @@ from tests.queue.testgame.handlers import register
 from webfront.app import create_app
 from webfront.state import METRICS
 
-ROUND_TRIP_MS = 100  # a local Redis answers TIME well within this
+ROUND_TRIP_MS = 200  # a local Redis answers TIME well within this, even on a busy host
 
 
 def _offset(registry: CollectorRegistry) -> float:
@@ -44,13 +44,16 @@ async def test_offsets_are_measured_warned_and_refused(
     check = ClockCheck(redis, clock, warn_ms=250, max_ms=2_000, registry=registry)
     caplog.set_level(logging.INFO, logger="common.clock")
 
+    def said() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "common.clock"]
+
     assert abs(await check.check()) < ROUND_TRIP_MS and check.ok
-    assert not caplog.records
+    assert not said()
 
     clock.offset_ms = 600
     assert abs(await check.check() - 600) < ROUND_TRIP_MS and check.ok
     assert abs(_offset(registry) - 0.6) < ROUND_TRIP_MS / 1000
-    [warning] = caplog.records
+    [warning] = said()
     assert warning.levelno == logging.WARNING and "+6" in warning.getMessage()
 
     caplog.clear()
@@ -58,7 +61,7 @@ async def test_offsets_are_measured_warned_and_refused(
     await check.check()
     assert not check.ok
     assert registry.get_sample_value("webgame_clock_skew_refusing") == 1
-    [error] = caplog.records
+    [error] = said()
     assert error.levelno == logging.ERROR and "no handler and no tick" in error.getMessage()
 
     clock.offset_ms = 0
