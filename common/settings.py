@@ -58,6 +58,32 @@ class Settings(BaseSettings):
     operator_session_ttl_s: int = Field(
         8 * 3600, ge=60, le=7 * 24 * 3600, description="operator console session lifetime"
     )
+    clock_skew_warn_ms: int = Field(
+        250, ge=1, description="warn when this process's clock is this far off Redis TIME"
+    )
+    clock_skew_max_ms: int = Field(
+        2_000, ge=1, description="past this offset from Redis TIME: no handlers, no tick"
+    )
+    retention_every_s: int = Field(
+        300, ge=1, le=86_400, description="the retention job runs this often (once per world)"
+    )
+    retention_batch: int = Field(
+        5_000, ge=1, le=100_000, description="rows per retention DELETE (20 per table per run)"
+    )
+    retention_processed_events_s: int = Field(
+        7 * 86_400,
+        ge=86_400,  # above the longest a redelivery can come late: gameserver.retention
+        description="processed-event records are kept this long",
+    )
+    retention_idempotency_s: int = Field(
+        86_400, ge=60, description="idempotency records (a retried command's answer) kept this long"
+    )
+    retention_sessions_s: int = Field(
+        86_400, ge=0, description="expired player sessions are kept this long after expiry"
+    )
+    retention_reports_s: int = Field(
+        30 * 86_400, ge=0, description="a game's reports are kept this long (0: for ever)"
+    )
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 

@@ -63,7 +63,7 @@ class PlayerSession(Base):
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     player_id: Mapped[int] = mapped_column(ForeignKey("players.id", ondelete="CASCADE"), index=True)
     created_ms: Mapped[int]
-    expires_ms: Mapped[int]
+    expires_ms: Mapped[int] = mapped_column(index=True)  # pruned once expired
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
@@ -93,6 +93,7 @@ class ScheduledEvent(Base):
     __table_args__ = (
         Index("ix_scheduled_events_due", "due_ms"),
         Index("ix_scheduled_events_village_due", "village_id", "due_ms"),
+        Index("ix_scheduled_events_dead", "dead_ms"),  # an operator lists the dead events
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)

@@ -46,7 +46,8 @@ class LeaseManager:
     process owns and keeps (start work for new ones, stop work for missing
     ones). ``before_release(item)`` is awaited before an item is handed back.
     ``greedy=True`` takes every free item without joining the group (a
-    one-off burst run).
+    one-off burst run). While ``sidelined()`` is true (this host's clock is too far
+    off) the process hands every item back and stays out of the group.
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class LeaseManager:
         greedy: bool = False,
         on_change: Callable[[frozenset[int]], Awaitable[None]] | None = None,
         before_release: Callable[[int], Awaitable[None]] | None = None,
+        sidelined: Callable[[], bool] | None = None,
     ) -> None:
         if count < 1:
             raise ValueError("count must be >= 1")
@@ -76,6 +78,8 @@ class LeaseManager:
         self.greedy = greedy
         self.on_change = on_change
         self.before_release = before_release
+        self.sidelined = sidelined  # True: hand everything back and stay out (clock skew)
+        self._aside = False
         tag = f"{prefix}:{{lease:{group}}}"
         self._keys = (f"{tag}:members", f"{tag}:owners", f"{tag}:expiries")
         self.held: frozenset[int] = frozenset()
@@ -127,7 +131,11 @@ class LeaseManager:
         """Heartbeat every ``heartbeat_ms`` until ``stop()``; Redis errors are retried."""
         while not self._stop.is_set():
             try:
-                await self.heartbeat()
+                if self.sidelined is not None and self.sidelined():
+                    await self._step_aside()
+                else:
+                    self._aside = False
+                    await self.heartbeat()
             except (RedisError, OSError) as exc:
                 log.warning("%s lease heartbeat failed: %s", self.group, exc)
             with contextlib.suppress(TimeoutError):
@@ -136,6 +144,19 @@ class LeaseManager:
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def _step_aside(self) -> None:
+        """Stop the work on our items, hand them all back and leave the group, once: the
+        live members take them at their next heartbeat."""
+        if self._aside:
+            return
+        for item in sorted(self.held):
+            if self.before_release is not None:
+                await self.before_release(item)
+        await self.release_all()
+        self._aside = True
+        if self.on_change is not None:
+            await self.on_change(self.held)
 
     async def release_all(self) -> None:
         """Leave the group and hand back every item at once (after the work on them stopped)."""

@@ -1,8 +1,9 @@
 """The task server: holds partition leases and runs one worker per partition it holds.
 
 Besides the workers it runs the wake-up listener, the reconciler, the metrics
-endpoint and an APScheduler ``AsyncIOScheduler`` that other periodic jobs
-plug into (``add_job``; the tick of issue 4 goes there).
+endpoint, the clock-skew check and an APScheduler ``AsyncIOScheduler`` that
+the tick and periodic jobs plug into (``add_job``: once per world, leased,
+``gameserver.jobs``; or once per process).
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common import supervise
-from common.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, is_simulated
 from common.errors import FatalError
 from common.node_lease import NodeLease
 from common.queue.constants import PARTITION_LEASE_GROUP
 from common.queue.eventqueue import EventQueue
-from common.queue.handlers import HandlerRegistry
+from common.queue.handlers import HandlerRegistry, Job
 from common.queue.reconciler import Reconciler
 from common.queue.worker import PartitionWorker, is_unavailable
 from common.redis_conn import AnyRedis
@@ -38,9 +39,11 @@ from db.migrate import current_revision, require_current
 from gameapi.loading import load_game
 from gameapi.stocks import stocks_of
 from gameserver.config import TaskServerConfig
+from gameserver.jobs import JobContext, JobMetrics, WorldJob
 from gameserver.leases import LeaseManager
 from gameserver.metrics import MetricsServer, QueueMetrics
 from gameserver.redis_client import connect
+from gameserver.retention import Retention
 from gameserver.wake import WakeListener
 
 log = logging.getLogger(__name__)
@@ -94,6 +97,8 @@ class TaskServer:
         self.wake: WakeListener | None = None
         self.metrics_server: MetricsServer | None = None
         self.node_lease: NodeLease | None = None
+        self.clock_check: ClockCheck | None = None
+        self.retention: Retention | None = None
         self.started = asyncio.Event()  # set after the first lease heartbeat
         self._stop = asyncio.Event()
         self._workers: dict[int, _Running] = {}
@@ -102,14 +107,64 @@ class TaskServer:
         self._warned: dict[str, float] = {}  # what -> monotonic time of its last warning
         self._orphaned_since: float | None = None
         self._shutdown_hooks: list[Hook] = []
+        self._world_jobs: list[WorldJob] = []
+        self._pending_jobs: list[tuple[str, Callable[[], Awaitable[object]], float, Any]] = []
+        self._job_metrics: JobMetrics | None = None
 
     # --- extension points -------------------------------------------------------
 
-    def add_job(self, func: Callable[..., Any], seconds: float, **options: Any) -> None:
-        """Run ``func`` every ``seconds`` on the scheduler; overruns coalesce, never stack."""
+    def add_job(
+        self,
+        func: Callable[[], Awaitable[object]],
+        seconds: float,
+        *,
+        name: str | None = None,
+        per_process: bool = False,
+        **options: Any,
+    ) -> None:
+        """Run ``func()`` every ``seconds``, once per world however many task servers run
+        (``gameserver.jobs``: leased, moved to another server when its holder dies).
+
+        ``per_process=True``: run it in every task server (per-process work, such as
+        refreshing this process's gauges). Overruns coalesce, never stack.
+        """
         options.setdefault("coalesce", True)
         options.setdefault("max_instances", 1)
-        self.scheduler.add_job(func, "interval", seconds=seconds, **options)
+        if per_process:
+            self.scheduler.add_job(func, "interval", seconds=seconds, name=name, **options)
+            return
+        job_name: str = name or str(getattr(func, "__name__", "job"))
+        if any(j.name == job_name for j in self._world_jobs):
+            raise ValueError(f"a job named {job_name!r} is already added")
+        if self.redis is None:  # not running yet: started by run()
+            self._pending_jobs.append((job_name, func, seconds, options))
+        else:
+            self._start_job(job_name, func, seconds, options)
+
+    def _start_job(
+        self,
+        name: str,
+        func: Callable[[], Awaitable[object]],
+        seconds: float,
+        options: dict[str, Any],
+    ) -> None:
+        assert self.redis is not None
+        if self._job_metrics is None:
+            self._job_metrics = JobMetrics(self.metrics.registry)
+        job = WorldJob(
+            name, func, seconds, self.redis, prefix=self.settings.redis_prefix,
+            owner=self.owner, metrics=self._job_metrics,
+            may_run=lambda: self.clock_ok() and not self._stop.is_set(),
+            sidelined=self._clock_bad,
+        )  # fmt: skip
+        self._world_jobs.append(job)
+        job.started(self.supervised_task(f"job-{name}-lease", job.leases.run))
+        self.scheduler.add_job(job.poll, "interval", seconds=job.poll_s, name=name, **options)
+
+    def job_context(self) -> JobContext:
+        """What a game's periodic job gets (``HandlerRegistry.add_job``)."""
+        assert self.redis is not None and self.sessions is not None and self.queue is not None
+        return JobContext(self.settings, self.redis, self.sessions, self.clock, self.queue)
 
     def on_startup(self, hook: Hook) -> None:
         """Await ``hook(server)`` once Redis and the DB are open (e.g. to start shard leases)."""
@@ -123,6 +178,13 @@ class TaskServer:
         the caller stops it (for example from an ``on_shutdown`` hook)."""
         crashed = self.metrics.crashes
         return supervise.start(name, loop, on_crash=lambda task: crashed.labels(task).inc())
+
+    def _clock_bad(self) -> bool:
+        return not self.clock_ok()
+
+    def clock_ok(self) -> bool:
+        """False while this host's clock is too far off Redis to run handlers or the tick."""
+        return self.clock_check is None or self.clock_check.ok
 
     @property
     def held(self) -> frozenset[int]:
@@ -201,6 +263,17 @@ class TaskServer:
         try:
             # ids of follow-up events (and of the game's rows) unique among the world's
             # processes: every IdGenerator of this process uses the leased node
+            if not is_simulated(self.clock):
+                self.clock_check = ClockCheck(
+                    self.redis,
+                    self.clock,
+                    warn_ms=self.settings.clock_skew_warn_ms,
+                    max_ms=self.settings.clock_skew_max_ms,
+                    registry=self.metrics.registry,
+                    what="task server",
+                )
+                await self.clock_check.check()  # before any handler or tick runs
+                background.append(self.supervised_task("clock-check", self.clock_check.run))
             self.node_lease = NodeLease(self.redis, self.settings.redis_prefix, owner=self.owner)
             await self.node_lease.acquire()
             background.append(self.supervised_task("id-node-lease", self.node_lease.run))
@@ -238,9 +311,18 @@ class TaskServer:
                 greedy=self.burst,
                 on_change=self._on_change,
                 before_release=self._before_release,
+                sidelined=self._clock_bad,
             )
             lease_task = self.supervised_task("partition-leases", self.leases.run)
-            self.add_job(self._refresh_stats, cfg.stats_every_s, name="queue-stats")
+            self.add_job(
+                self._refresh_stats, cfg.stats_every_s, name="queue-stats", per_process=True
+            )
+            if not self.burst:  # a burst run is a one-off catch-up: no periodic jobs
+                self.retention = Retention(
+                    self.settings, self.sessions, self.queue, self.clock, self.metrics.registry
+                )
+                self.add_job(self.retention.run, self.settings.retention_every_s, name="retention")
+                self._start_world_jobs()
             self.scheduler.start()
             if self.burst:
                 await self._until_drained()
@@ -249,6 +331,17 @@ class TaskServer:
         finally:
             await self._shutdown(background, lease_task)
             gc.set_threshold(*gc_before)
+
+    def _start_world_jobs(self) -> None:
+        for job in self.registry.jobs:  # the game's, with the context they take
+
+            def call(func: Job = job.func) -> Awaitable[None]:
+                return func(self.job_context())
+
+            self.add_job(call, job.seconds, name=job.name)
+        pending, self._pending_jobs = self._pending_jobs, []
+        for name, func, seconds, options in pending:
+            self._start_job(name, func, seconds, options)
 
     async def _until_drained(self) -> None:
         everything = frozenset(range(self.settings.queue_partitions))
@@ -277,6 +370,11 @@ class TaskServer:
             await self.leases.release_all()  # others take over at once, not after the TTL
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        for job in self._world_jobs:
+            await job.stop()
+        self._world_jobs.clear()
+        if self.clock_check is not None:
+            self.clock_check.stop()  # a cancel that lands in a Redis call may be swallowed
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -338,6 +436,7 @@ class TaskServer:
             burst=self.burst,
             world_speed=self.settings.world_speed,
             stocks=self.stocks,
+            may_run=self.clock_ok,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

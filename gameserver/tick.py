@@ -173,11 +173,12 @@ class ShardedTick:
             ttl_ms=SHARD_LEASE_TTL_MS,
             heartbeat_ms=SHARD_HEARTBEAT_MS,
             owner=server.owner,
+            sidelined=lambda: not server.clock_ok(),  # healthy servers tick its shards
         )
         self.runner = TickRunner(
             server.engine,
             server.settings.tick_shards,
-            owns=lambda shard: shard in leases.held and leases.valid(),
+            owns=lambda shard: shard in leases.held and leases.valid() and server.clock_ok(),
             clock=server.clock,
             metrics=TickMetrics(server.metrics.registry),
             stocks=server.stocks,

@@ -13,20 +13,27 @@ scheduled for, so production changes are exact):
   the home village feeds them until it arrives.
 - ``starvation``: the granary ran dry with net crop negative; troops at home
   die, highest upkeep first, until net crop is back at zero or above.
+
+When an operator drops a dead ``build_done`` or ``train_done``, its order goes
+and its cost is refunded; a dropped ``march`` brings its troops and loot home
+at once; a dropped ``troops_lost`` stops the dead troops' upkeep at once
+(``COMPENSATIONS``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, delete, select, update
 
 from common.amounts import to_fixed
 from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
+from gameserver.jobs import JobContext
+from gameserver.retention import prune_rows
 from refgame import state
 from refgame.batch import BatchState
 from refgame.batch_io import MarchRow, batch_io
@@ -38,7 +45,7 @@ from refgame.battle import (
     resolve_battle,
     split_losses,
 )
-from refgame.buildings import FIELD_KINDS
+from refgame.buildings import FIELD_KINDS, build_cost
 from refgame.economy import (
     field_production,
     starvation_time_ms,
@@ -47,9 +54,10 @@ from refgame.economy import (
     village_caps,
     visible_stock,
 )
-from refgame.models import Building, BuildOrder, TrainingOrder
+from refgame.models import Building, BuildOrder, March, Report, TrainingOrder
+from refgame.resources import STOCKS
 from refgame.travel import march_duration_ms, return_march, shortest_follow_up_ms
-from refgame.units import total_upkeep
+from refgame.units import total_upkeep, train_cost
 
 BUILD_DONE = "build_done"
 TRAIN_DONE = "train_done"
@@ -333,6 +341,86 @@ def _send_news(
     tx.schedule(TROOPS_LOST, home_id, at_ms + travel, {"lost": dict(lost)})
 
 
+# --- compensations: an operator dropped a dead event; give back what its command took ---------
+# (``common.queue.deadletters.drop``, in the transaction that deletes the event)
+
+
+async def _refund(tx: Tx, village_id: int, cost: Mapping[str, int]) -> None:
+    """Give ``cost`` (whole units) back to the village, settled like a command's spend."""
+    info = await state.village_info(tx.session, village_id)
+    if info is None:
+        return
+    at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
+    await STOCKS.deposit(tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at)
+    tx.touch_players([info.player_id])
+
+
+async def drop_build(
+    tx: Tx, village_id: int, due_ms: int, payload: Mapping[str, Any], event_id: int
+) -> None:
+    """The upgrade never happens: its order goes and its cost is refunded."""
+    order = await tx.session.get(BuildOrder, int(payload.get("order_id", 0)))
+    if order is None:
+        return
+    await tx.session.execute(delete(BuildOrder).where(BuildOrder.id == order.id))
+    await _refund(tx, village_id, build_cost(order.kind, order.target_level).as_dict())
+
+
+async def drop_training(
+    tx: Tx, village_id: int, due_ms: int, payload: Mapping[str, Any], event_id: int
+) -> None:
+    """The units are never trained: the order goes and its cost is refunded."""
+    order = await tx.session.get(TrainingOrder, int(payload.get("order_id", 0)))
+    if order is None:
+        return
+    await tx.session.execute(delete(TrainingOrder).where(TrainingOrder.id == order.id))
+    await _refund(tx, village_id, train_cost(order.unit, order.count).as_dict())
+
+
+async def drop_march(
+    tx: Tx, village_id: int, due_ms: int, payload: Mapping[str, Any], event_id: int
+) -> None:
+    """The march never arrives: its troops (and loot) are home at once. The home village fed
+    them while away, so its upkeep does not change."""
+    row = await tx.session.get(March, int(payload.get("march_id", 0)))
+    if row is None or row.event_id != event_id:  # recalled since: another event carries it
+        return
+    await tx.session.execute(delete(March).where(March.id == row.id))
+    home = await state.village_info(tx.session, row.origin_village_id)
+    if home is None:
+        return  # the home village is gone: its troops scatter
+    troops = {str(u): int(n) for u, n in row.troops.items() if int(n) > 0}
+    await state.add_troops(tx.session, home.id, home.id, troops)
+    loot = {r: int(n) for r, n in (row.loot or {}).items() if int(n) > 0}
+    if loot:
+        await _refund(tx, home.id, loot)
+    tx.touch_players([home.player_id])
+
+
+async def drop_news(
+    tx: Tx, village_id: int, due_ms: int, payload: Mapping[str, Any], event_id: int
+) -> None:
+    """The news of troops lost never runs: their upkeep stops now instead (the troops are
+    dead either way; the village fed them until the drop)."""
+    lost = {str(u): int(n) for u, n in (payload.get("lost") or {}).items() if int(n) > 0}
+    info = await state.village_info(tx.session, village_id)
+    if not lost or info is None:
+        return
+    at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
+    await state.change_rates(tx.session, village_id, at, tx, {"crop": total_upkeep(lost)})
+    tx.touch_players([info.player_id])
+
+
+# (tx, place id, due ms, payload, event id)
+Compensate = Callable[[Tx, int, int, Mapping[str, Any], int], Awaitable[None]]
+# (a dropped starvation check needs none: the next change of the village's rates checks again)
+COMPENSATIONS: dict[str, Compensate] = {
+    BUILD_DONE: drop_build,
+    TRAIN_DONE: drop_training,
+    MARCH: drop_march,
+    TROOPS_LOST: drop_news,
+}
+
 Apply = Callable[[state.GameTx, int, int, Mapping[str, Any]], Awaitable[None]]
 MAX_BATCH = 100  # events per handler call
 MAX_MARCH_BATCH = 500  # march arrivals per call (one BatchState)
@@ -353,6 +441,14 @@ def _batch_handler(apply: Apply) -> Handler:
     return handle
 
 
+def _compensation(compensate: Compensate) -> Handler:
+    async def handle(tx: Tx, events: list[Event]) -> None:
+        for event in events:
+            await compensate(tx, event.village_id, event.due_ms, event.payload, event.id)
+
+    return handle
+
+
 def _march_handler() -> Handler:
     async def handle(tx: Tx, events: list[Event]) -> None:
         await march_batch(tx, [(e.village_id, e.due_ms, e.payload) for e in events])
@@ -360,15 +456,37 @@ def _march_handler() -> Handler:
     return handle
 
 
+REPORTS_RETENTION_JOB = "refgame.reports-retention"
+DEFAULT_RETENTION_EVERY_S = 300
+
+
+async def prune_reports(ctx: JobContext) -> None:
+    """Delete reports older than ``RETENTION_REPORTS_S`` (oldest ids first, in batches)."""
+    keep_s = ctx.settings.retention_reports_s
+    if not keep_s:
+        return
+    older = Report.created_ms < ctx.clock.now_ms() - keep_s * 1000
+    table = cast(Table, Report.__table__)
+    await prune_rows(
+        ctx.sessions, table, older, batch=ctx.settings.retention_batch, order_by=Report.id
+    )
+
+
 def register(registry: HandlerRegistry, settings: Settings | None = None) -> None:
-    """Register the reference game's event handlers on a task server."""
+    """Register the reference game's event handlers and jobs on a task server."""
     world_speed = settings.world_speed if settings else 1.0
+    every_s = settings.retention_every_s if settings else DEFAULT_RETENTION_EVERY_S
+    registry.add_job(REPORTS_RETENTION_JOB, prune_reports, every_s)
     # the news of a battle reaches a neighbour's village no sooner than this
     registry.set_lookahead(shortest_follow_up_ms(world_speed))
     for kind, apply in HANDLERS.items():
+        drop = COMPENSATIONS.get(kind)
+        compensate = None if drop is None else _compensation(drop)
         if kind == MARCH:  # set-based: a few statements per call
-            registry.register(kind, _march_handler(), max_batch=MAX_MARCH_BATCH)
+            handler = _march_handler()
+            registry.register(kind, handler, max_batch=MAX_MARCH_BATCH, compensate=compensate)
         else:
             # these run one by one inside a call (~6 statements each): keep a call well
             # inside the handler timeout, or a big batch would time out and be re-run
-            registry.register(kind, _batch_handler(apply), max_batch=MAX_BATCH)
+            handler = _batch_handler(apply)
+            registry.register(kind, handler, max_batch=MAX_BATCH, compensate=compensate)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 
 from common import supervise
-from common.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, is_simulated
 from common.ids import IdGenerator
 from common.node_lease import NodeLease
 from common.queue import EventQueue
@@ -138,6 +138,28 @@ async def _id_node(app: web.Application) -> AsyncIterator[None]:
     await lease.release()
 
 
+async def _clock_check(app: web.Application) -> AsyncIterator[None]:
+    """Compare this host's clock with Redis TIME at start and every minute (a gauge and a
+    warning; the web tier refuses nothing: game time is the task servers')."""
+    settings = app[SETTINGS]
+    if is_simulated(app[CLOCK]):
+        yield
+        return
+    check = ClockCheck(
+        app[REDIS],
+        app[CLOCK],
+        warn_ms=settings.clock_skew_warn_ms,
+        max_ms=settings.clock_skew_max_ms,
+        registry=app[METRICS].registry,
+        what="web server",
+    )
+    await check.check_or_warn()
+    checking = supervise.start("clock-check", check.run)
+    yield
+    check.stop()
+    await checking
+
+
 def client_endpoints(game: str) -> list[Endpoint]:
     """``/``, ``/static/`` (the game's client or the generic page) and ``/sdk/``."""
     folder = client_dir(game)
@@ -191,6 +213,7 @@ def create_app(
     app[CLIENTS] = ClientResolver(parse_networks(settings.trusted_proxies))
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
+    app.cleanup_ctx.append(_clock_check)
     mount(
         app,
         [

@@ -8,23 +8,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
-from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK
 from common.errors import FatalError
+from common.queue import deadletters
 from common.queue.eventqueue import EventQueue
-from common.queue.events import DeadEvent, PartitionStats
+from common.queue.events import PartitionStats
 from common.settings import Settings, load_settings
-from db import events as pending
 from db.engine import create_engine, session_factory
-from db.models import ScheduledEvent
 from gameserver.redis_client import connect
 
 T = TypeVar("T")
@@ -122,32 +122,51 @@ def _row(s: PartitionStats) -> dict[str, Any]:
 @click.option("--limit", default=50, show_default=True, help="At most this many per partition.")
 @click.pass_context
 def dead(ctx: click.Context, partition: int | None, limit: int) -> None:
-    """List dead events with their error and attempt count."""
+    """List dead events with their reason and attempt count."""
 
-    async def work(queue: EventQueue, _: Settings) -> None:
-        rows = await queue.dead(partition, limit)
+    async def work(queue: EventQueue, settings: Settings) -> None:
+        async with _sessions(settings) as sessions:
+            rows = await deadletters.list_dead(queue, sessions, limit)
+        if partition is not None:
+            rows = [d for d in rows if d.partition == partition]
         if not rows:
             click.echo("no dead events")
             return
         for d in rows:
-            what = f"{d.event.kind} village {d.event.village_id}" if d.event else "(unreadable)"
+            what = f"{d.kind} village {d.village_id}" if d.kind else "(unreadable)"
+            where = f"p{d.partition}" if d.partition is not None else "db only"
             click.echo(
-                f"{d.id}  p{d.partition}  {what}  attempts {d.attempts}  "
+                f"{d.id}  {where}  {what}  attempts {d.attempts}  "
                 f"died {_when(d.died_ms)}  error: {d.error}"
             )
 
     _run(ctx, work)
 
 
-async def _targets(queue: EventQueue, ids: tuple[int, ...], everything: bool) -> list[DeadEvent]:
-    rows = await queue.dead(limit=1_000_000)
+@contextlib.asynccontextmanager
+async def _sessions(settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    engine = create_engine(settings)
+    try:
+        yield session_factory(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _targets(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    ids: tuple[int, ...],
+    everything: bool,
+) -> list[int]:
     if everything:
-        return rows
-    wanted = set(ids)
-    found = [d for d in rows if d.id in wanted]
-    for missing in sorted(wanted - {d.id for d in found}):
-        click.echo(f"{missing}: not a dead event", err=True)
-    return found
+        return [d.id for d in await deadletters.list_dead(queue, sessions, limit=1_000_000)]
+    return list(ids)
+
+
+def _report(outcome: deadletters.Outcome) -> int:
+    for event_id in outcome.not_dead:
+        click.echo(f"{event_id}: not a dead event", err=True)
+    return len(outcome.done)
 
 
 @queue_cli.command("requeue")
@@ -155,27 +174,14 @@ async def _targets(queue: EventQueue, ids: tuple[int, ...], everything: bool) ->
 @click.option("--all", "everything", is_flag=True, help="Every dead event.")
 @click.pass_context
 def requeue(ctx: click.Context, event_ids: tuple[int, ...], everything: bool) -> None:
-    """Run dead events again, now, with their attempt count reset."""
+    """Run dead events again, in their place in the order, with their attempts reset."""
     if not event_ids and not everything:
         raise click.UsageError("name event ids or pass --all")
 
     async def work(queue: EventQueue, settings: Settings) -> int:
-        targets = await _targets(queue, event_ids, everything)
-        durable = [d.id for d in targets if d.event is not None and d.event.durable]
-        if durable:  # the row first: a worker runs a dead row's event to no effect
-            engine = create_engine(settings)
-            try:
-                async with session_factory(engine)() as session, session.begin():
-                    await pending.revive(session, durable)
-            finally:
-                await engine.dispose()
-        done = 0
-        for d in targets:
-            if await queue.requeue_dead(d.partition, d.id):
-                done += 1
-            else:
-                click.echo(f"{d.id}: cannot be requeued (no payload); drop it", err=True)
-        return done
+        async with _sessions(settings) as sessions:
+            targets = await _targets(queue, sessions, event_ids, everything)
+            return _report(await deadletters.requeue(queue, sessions, targets))
 
     click.echo(f"requeued {_run(ctx, work)} event(s)")
 
@@ -186,27 +192,24 @@ def requeue(ctx: click.Context, event_ids: tuple[int, ...], everything: bool) ->
 @click.option("--yes", is_flag=True, help="Do not ask before dropping everything.")
 @click.pass_context
 def drop(ctx: click.Context, event_ids: tuple[int, ...], everything: bool, yes: bool) -> None:
-    """Delete dead events for good (durable ones also lose their DB row)."""
+    """Delete dead events for good, running their kind's compensation (troops go home,
+    costs are refunded)."""
     if not event_ids and not everything:
         raise click.UsageError("name event ids or pass --all")
     if everything and not yes:
         click.confirm("Drop every dead event for good?", abort=True)
 
     async def work(queue: EventQueue, settings: Settings) -> int:
-        dropped = []
-        for d in await _targets(queue, event_ids, everything):
-            if await queue.drop_dead(d.partition, d.id):
-                dropped.append(d)
-        durable = [d.id for d in dropped if d.event is None or d.event.durable]
-        if durable:  # else the reconciler would bring them back
-            engine = create_engine(settings)
-            try:
-                async with session_factory(engine)() as session, session.begin():
-                    await session.execute(
-                        delete(ScheduledEvent).where(ScheduledEvent.id.in_(durable))
-                    )
-            finally:
-                await engine.dispose()
-        return len(dropped)
+        from gameapi import load_game, stocks_of
+        from gameserver.main import game_registry  # the game's compensations (no import cycle)
+
+        registry = game_registry(settings)
+        stocks = stocks_of(load_game(settings.game))
+        async with _sessions(settings) as sessions:
+            targets = await _targets(queue, sessions, event_ids, everything)
+            outcome = await deadletters.drop(
+                queue, sessions, registry, targets, stocks=stocks, world_speed=settings.world_speed
+            )
+            return _report(outcome)
 
     click.echo(f"dropped {_run(ctx, work)} event(s)")

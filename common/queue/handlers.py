@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from common.queue.constants import HANDLER_TIMEOUT_S, KIND_MAX_LEN
 from common.queue.events import Event
@@ -27,6 +27,20 @@ class Handler(Protocol):
     def __call__(self, tx: Tx, events: list[Event], /) -> Awaitable[None]: ...
 
 
+class Job(Protocol):
+    """``async def job(ctx)``: a game's periodic job (``HandlerRegistry.add_job``); ``ctx`` is
+    a ``gameserver.jobs.JobContext`` (settings, Redis, DB sessions, clock)."""
+
+    def __call__(self, ctx: Any, /) -> Awaitable[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodicJob:
+    name: str
+    func: Job
+    seconds: float
+
+
 @dataclass(frozen=True, slots=True)
 class Registration:
     kind: str
@@ -35,6 +49,9 @@ class Registration:
     timeout_s: float
     retry: RetryPolicy
     max_batch: int | None
+    # undoes what the events' commands did when an operator drops them dead
+    # (``common.queue.deadletters.drop``); None: a drop only deletes them
+    compensate: Handler | None = None
 
 
 class HandlerRegistry:
@@ -43,6 +60,7 @@ class HandlerRegistry:
     def __init__(self) -> None:
         self._by_kind: dict[str, Registration] = {}
         self.lookahead_ms: int | None = None
+        self.jobs: list[PeriodicJob] = []
 
     def set_lookahead(self, ms: int) -> None:
         """Keep causality across partitions: no durable event runs more than ``ms`` after
@@ -52,8 +70,8 @@ class HandlerRegistry:
         another village (e.g. the fastest news of a battle reaching a neighbour). A
         follow-up is then never due before an event that already ran in its village, so
         a change is never applied after a later one, however late a partition runs
-        (a killed or paused task server). Events overdue by more than
-        ``durable.HOLD_MAX_LAG_MS`` are taken as stuck and do not hold the others.
+        (a killed or paused task server). A failing or dead event does not hold the
+        others (``db.events``: the one definition of a stuck event).
         """
         if ms < 1:
             raise ValueError("a lookahead is >= 1 ms")
@@ -68,6 +86,7 @@ class HandlerRegistry:
         timeout_s: float = HANDLER_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         max_batch: int | None = None,
+        compensate: Handler | None = None,
     ) -> None:
         """Run ``handler`` for events of ``kind``.
 
@@ -83,6 +102,10 @@ class HandlerRegistry:
         until the bad events stand alone; an in-memory handler's events are run
         once more one by one. Only the events that fail alone are retried (with
         ``retry``'s backoff) or sent to the dead letters.
+
+        ``compensate`` (same signature, durable events only) runs when an operator drops
+        dead events of this kind, in the transaction that deletes their rows: it undoes
+        what scheduling them did (troops go home, costs are refunded).
         """
         if not kind or len(kind) > KIND_MAX_LEN:
             raise ValueError(f"kind must be 1..{KIND_MAX_LEN} chars, got {kind!r}")
@@ -93,7 +116,20 @@ class HandlerRegistry:
         if max_batch is not None and max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         policy = retry or RetryPolicy()
-        self._by_kind[kind] = Registration(kind, handler, durable, timeout_s, policy, max_batch)
+        self._by_kind[kind] = Registration(
+            kind, handler, durable, timeout_s, policy, max_batch, compensate
+        )
+
+    def add_job(self, name: str, func: Job, seconds: float) -> None:
+        """Run ``func(ctx)`` every ``seconds``, once per world however many task servers run
+        (``gameserver.jobs``: the job is leased like a tick shard)."""
+        if not name or len(name) > KIND_MAX_LEN or any(c in name for c in "{} "):
+            raise ValueError(f"a job name is 1..{KIND_MAX_LEN} chars without braces or spaces")
+        if seconds <= 0:
+            raise ValueError("a job's interval is > 0 s")
+        if any(job.name == name for job in self.jobs):
+            raise ValueError(f"a job named {name!r} is already registered")
+        self.jobs.append(PeriodicJob(name, func, seconds))
 
     def handler(self, kind: str, **options: object) -> Callable[[Handler], Handler]:
         """Decorator form of ``register``."""

@@ -54,6 +54,7 @@ class _Outcome:
 
 # A partition whose events were held back claims again this much later.
 HOLD_RETRY_MS = 100
+PAUSE_RETRY_MS = 1_000  # a paused worker (``may_run``) asks again this often
 
 
 @dataclass(slots=True)
@@ -119,6 +120,7 @@ class PartitionWorker:
         burst: bool = False,
         world_speed: float = 1.0,
         stocks: Stocks | None = None,
+        may_run: Callable[[], bool] | None = None,
     ) -> None:
         self.queue = queue
         self.world_speed = world_speed
@@ -129,6 +131,8 @@ class PartitionWorker:
         self.config = config or TaskServerConfig()
         self.metrics = metrics or QueueMetrics()
         self.lease_valid = lease_valid or (lambda: True)
+        self.may_run = may_run or (lambda: True)  # False: claim nothing for now (clock skew)
+        self.paused = False
         self.burst = burst
         self.wake = asyncio.Event()
         self.wake_before = math.inf  # while sleeping: news of an event due before this wakes us
@@ -175,6 +179,15 @@ class PartitionWorker:
         claimed_at = 0  # clock ms of the last fresh claim
         try:
             while not self._stopping and self.lease_valid():
+                if not self.may_run():
+                    # hand back what we claimed and wait: the events keep their place
+                    self.paused = True
+                    await self._wind_down(line, unacked)
+                    unacked = []
+                    self.wake.clear()
+                    await q.clock.sleep_until(q.clock.now_ms() + PAUSE_RETRY_MS, self.wake)
+                    continue
+                self.paused = False
                 if not line.pending:
                     self.wake.clear()  # before the claim: a wake-up after it is not lost
                     claimed_at = q.clock.now_ms()

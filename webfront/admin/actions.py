@@ -16,7 +16,7 @@ from webfront.admin.auth import answer, authenticate_operator
 from webfront.admin.hooks import GameHooks
 from webfront.admin.views import Handler
 from webfront.errors import ApiError, not_found
-from webfront.state import CLOCK, ENGINE, QUEUE, REDIS, SESSION_FACTORY, SESSIONS, SETTINGS
+from webfront.state import CLOCK, ENGINE, REDIS, SESSION_FACTORY, SESSIONS, SETTINGS
 from webfront.validation import StrictBody, path_id, read_body
 
 log = logging.getLogger("webfront.admin")
@@ -38,7 +38,7 @@ def dead_action(name: str) -> Handler:
         event_id = path_id(request, "id", "dead event")
         await read_body(request, NoBody)
         app = request.app
-        outcome = await run(app[QUEUE], app[SESSION_FACTORY], event_id)
+        outcome = await run(app, event_id)
         async with app[SESSION_FACTORY]() as session, session.begin():
             await audit.record(
                 session, operator, name, f"event:{event_id}",

@@ -1,22 +1,20 @@
-"""Requeue or drop a dead event: the one adapter the console calls.
+"""Requeue or drop a dead event: the console's adapter to ``common.queue.deadletters``.
 
-It does what ``wgctl queue requeue`` / ``drop`` do (``common.queue.cli``): a durable
-event's row is revived before its Redis entry moves back to *due* (a worker runs a
-dead row's event to no effect), and dropped after its entry is gone (else the
-reconciler brings it back). When the queue package gains requeue/drop functions with
-the event kind's compensation, only these two functions change.
+The queue's functions do the work the CLI's ``wgctl queue requeue``/``drop`` do: a
+requeued event runs again in its place in its village's order; a dropped one runs
+its kind's compensation (from the game's handler registry, which the web tier
+loads too) in the transaction that deletes it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import delete
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from aiohttp import web
 
-from common.queue import DeadEvent, EventQueue
-from db import events as pending
-from db.models import ScheduledEvent
+from common.queue import deadletters
+from gameapi.stocks import stocks_of
+from webfront.state import EVENT_KINDS, GAME, QUEUE, SESSION_FACTORY, SETTINGS
 
 
 @dataclass(frozen=True)
@@ -25,39 +23,22 @@ class Outcome:
     reason: str  # what happened, for the answer and the audit log
 
 
-async def find(queue: EventQueue, event_id: int) -> DeadEvent | None:
-    partition = await queue.find_dead(event_id)
-    if partition is None:
-        return None
-    for dead in await queue.dead(partition, limit=1_000_000):
-        if dead.id == event_id:
-            return dead
-    return None
-
-
-async def requeue(
-    queue: EventQueue, sessions: async_sessionmaker[AsyncSession], event_id: int
-) -> Outcome:
-    dead = await find(queue, event_id)
-    if dead is None:
+async def requeue(app: web.Application, event_id: int) -> Outcome:
+    outcome = await deadletters.requeue(app[QUEUE], app[SESSION_FACTORY], [event_id])
+    if not outcome.done:
         return Outcome(False, "not a dead event")
-    if dead.event is not None and dead.event.durable:
-        async with sessions() as session, session.begin():
-            await pending.revive(session, [event_id])
-    if not await queue.requeue_dead(dead.partition, event_id):
-        return Outcome(False, "cannot be requeued (no payload): drop it")
     return Outcome(True, "requeued: it runs now, in its village's order")
 
 
-async def drop(
-    queue: EventQueue, sessions: async_sessionmaker[AsyncSession], event_id: int
-) -> Outcome:
-    dead = await find(queue, event_id)
-    if dead is None:
+async def drop(app: web.Application, event_id: int) -> Outcome:
+    outcome = await deadletters.drop(
+        app[QUEUE],
+        app[SESSION_FACTORY],
+        app[EVENT_KINDS],
+        [event_id],
+        stocks=stocks_of(app[GAME]),
+        world_speed=app[SETTINGS].world_speed,
+    )
+    if not outcome.done:
         return Outcome(False, "not a dead event")
-    if not await queue.drop_dead(dead.partition, event_id):
-        return Outcome(False, "it left the dead letters meanwhile")
-    if dead.event is None or dead.event.durable:
-        async with sessions() as session, session.begin():
-            await session.execute(delete(ScheduledEvent).where(ScheduledEvent.id == event_id))
-    return Outcome(True, "dropped")
+    return Outcome(True, "dropped: its compensation ran (what its command took is given back)")

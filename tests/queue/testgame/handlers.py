@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from typing import Any
 
 from sqlalchemy import insert
 
@@ -28,6 +30,21 @@ async def nothing(ctx: Tx, events: list[Event]) -> None:
     return None
 
 
+TALLY_EVERY_S = 1.0
+
+
+def tally_key(prefix: str) -> str:
+    return f"{prefix}:test:tally"
+
+
+async def tally(ctx: Any) -> None:
+    """A one-per-world job: note who ran it and when (Redis clock), "pid:ms"."""
+    seconds, micros = await ctx.redis.time()
+    ms = int(seconds) * 1000 + int(micros) // 1000
+    await ctx.redis.rpush(tally_key(ctx.settings.redis_prefix), f"{os.getpid()}:{ms}")
+
+
 def register(registry: HandlerRegistry) -> None:
     registry.register(EFFECT, apply_effects, durable=True)
     registry.register(MEMORY, nothing, durable=False)
+    registry.add_job("test.tally", tally, TALLY_EVERY_S)
