@@ -1,24 +1,20 @@
-"""A sequential, in-process executor of the game's durable events, for rule tests.
+"""``DriverTx``: a bare transaction for the reference game's lowest-level rule tests, whose
+events are inspected as rows before they are written (``pending``).
 
-It is the same contract the task server keeps (events run by (due, priority,
-id); the event row is deleted in the transaction that applies its effects),
-without Redis, so game rules can be tested on their own against a real DB.
+Games test their commands and events with ``gameapi.testing.GameDriver``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import msgpack
-from sqlalchemy import delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy import delete, insert
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from common.clock import ManualClock
 from common.ids import IdGenerator
-from db.engine import session_factory
 from db.models import ScheduledEvent
-from refgame.handlers import HANDLERS
 
 
 class DriverTx:
@@ -51,48 +47,3 @@ class DriverTx:
         if self.pending:
             await self.session.execute(insert(ScheduledEvent), self.pending)
             self.pending.clear()
-
-
-class GameDriver:
-    def __init__(self, engine: AsyncEngine, clock: ManualClock, world_speed: float = 1.0) -> None:
-        self.sessions = session_factory(engine)
-        self.clock = clock
-        self.world_speed = world_speed
-        self.ids = IdGenerator(clock)
-        self.events_run: list[tuple[str, int, int]] = []
-
-    async def command(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        async with self.sessions() as session, session.begin():
-            tx = DriverTx(session, self.clock.now_ms(), self.world_speed, self.ids)
-            result = await fn(tx, *args)
-            await tx.flush()
-        return result
-
-    async def run_until(self, until_ms: int) -> int:
-        """Run every event due up to ``until_ms`` in order, moving the clock along."""
-        count = 0
-        while True:
-            async with self.sessions() as session, session.begin():
-                row = (
-                    await session.execute(
-                        select(ScheduledEvent)
-                        .where(ScheduledEvent.due_ms <= until_ms)
-                        .order_by(ScheduledEvent.due_ms, ScheduledEvent.priority, ScheduledEvent.id)
-                        .limit(1)
-                    )
-                ).scalar_one_or_none()
-                if row is None:
-                    break
-                if row.due_ms > self.clock.now_ms():
-                    await self.clock.set(row.due_ms)
-                await session.execute(delete(ScheduledEvent).where(ScheduledEvent.id == row.id))
-                tx = DriverTx(session, self.clock.now_ms(), self.world_speed, self.ids)
-                await HANDLERS[row.kind](
-                    tx, row.village_id, row.due_ms, msgpack.unpackb(row.payload)
-                )
-                await tx.flush()
-                self.events_run.append((row.kind, row.village_id, row.due_ms))
-                count += 1
-        if until_ms > self.clock.now_ms():
-            await self.clock.set(until_ms)
-        return count

@@ -29,6 +29,8 @@ from db import events as pending
 from db.engine import session_factory
 from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
+from gameapi import load_game
+from gameapi.testing import GameDriver
 from refgame import handlers as game_handlers
 from refgame import state
 from refgame.commands import build, send_march, train
@@ -38,7 +40,6 @@ from refgame.resources import STOCKS
 from refgame.units import total_upkeep, train_cost
 from refgame.world import village_template
 from tests.queue.conftest import Workers, eventually
-from tests.refgame.driver import GameDriver
 
 T0 = 1_800_000_000_000
 PARTITIONS = 4
@@ -96,7 +97,7 @@ async def test_dead_events_hold_nothing_and_a_drop_conserves_troops_and_resource
         home_troops = await state.troops_home(session, home_id)
     home, other = villages[home_id], villages[other_id]
 
-    driver = GameDriver(engine, clock)
+    driver = GameDriver(load_game("refgame"), engine, clock)
     driver.ids = IdGenerator(clock, node=7)
     await driver.command(build, home.player_id, home_id, "woodcutter")
     sent = await driver.command(
@@ -186,7 +187,7 @@ async def test_requeue_runs_a_dead_event_again_even_when_redis_lost_it(
     sessions = session_factory(engine)
     async with sessions() as session:
         player_id = (await session.get(Village, village_id)).player_id  # type: ignore[union-attr]
-    driver = GameDriver(engine, clock)
+    driver = GameDriver(load_game("refgame"), engine, clock)
     driver.ids = IdGenerator(clock, node=7)
     await driver.command(build, player_id, village_id, "woodcutter")
     async with sessions() as session:

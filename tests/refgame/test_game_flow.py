@@ -9,6 +9,8 @@ from common.amounts import accrue, to_fixed
 from common.clock import ManualClock
 from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
+from gameapi import load_game
+from gameapi.testing import GameDriver
 from refgame import commands
 from refgame.battle import verify_report
 from refgame.buildings import build_cost
@@ -18,7 +20,6 @@ from refgame.models import Building, March, Report, Troop
 from refgame.resources import STOCKS
 from refgame.units import total_upkeep
 from refgame.world import village_template
-from tests.refgame.driver import GameDriver
 
 T0 = 1_750_000_000_000
 HOUR = 3_600_000
@@ -37,7 +38,7 @@ async def game(engine) -> GameDriver:
         seed=3,
         clock=clock,
     )
-    return GameDriver(engine, clock)
+    return GameDriver(load_game("refgame"), engine, clock)
 
 
 async def _stock(game: GameDriver, village_id: int) -> dict:

@@ -21,12 +21,13 @@ from common.settings import load_settings
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
+from gameapi import load_game
+from gameapi.testing import GameDriver
 from refgame import handlers as game_handlers
 from refgame.commands import build, send_march, train
 from refgame.resources import STOCKS
 from refgame.world import village_template
 from tests.queue.conftest import Workers, eventually
-from tests.refgame.driver import GameDriver
 
 T0 = 1_800_000_000_000
 PARTITIONS = 4
@@ -65,7 +66,7 @@ async def _world(engine: AsyncEngine) -> GameDriver:
             await conn.execute(select(Village.id, Village.player_id, Village.x, Village.y))
         ).all()
     at = {r.id: r for r in rows}
-    driver = GameDriver(engine, ManualClock(T0))
+    driver = GameDriver(load_game("refgame"), engine, ManualClock(T0))
     driver.ids = IdGenerator(driver.clock, node=7)
     me, them = at[home], at[target]
     await driver.command(
