@@ -1,0 +1,1 @@
+"""Example games built only on the public game API (``gameapi``)."""
