@@ -110,7 +110,7 @@ class _Fleet:
             target.shield[t] = 0
             hull = target.hull[t] - (damage - shield)
             full = target.full_hull[t]
-            if 0 < hull and 10 * hull < 7 * full and rng.randrange(full) >= hull:
+            if hull > 0 and 10 * hull < 7 * full and rng.randrange(full) >= hull:
                 hull = 0
             target.hull[t] = max(hull, 0)
 

@@ -57,9 +57,7 @@ def ship(name: str) -> Ship:
         raise UnknownName("no such ship", name=name[:40]) from None
 
 
-def check_can_build(
-    name: str, buildings: Mapping[str, int], techs: Mapping[str, int]
-) -> Ship:
+def check_can_build(name: str, buildings: Mapping[str, int], techs: Mapping[str, int]) -> Ship:
     spec = ship(name)
     check_requirements(spec.requires, buildings, techs)
     return spec

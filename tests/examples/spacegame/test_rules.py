@@ -105,7 +105,8 @@ def test_distance_and_flight_time() -> None:
 def test_fuel() -> None:
     # 20 × 1500 × 4 / 35,000 ≈ 3.43: 1 + 4
     assert travel.fuel({"light_fighter": 1}, 1500, 100) == 5
-    assert travel.fuel({"light_fighter": 1}, 1500, 10) < travel.fuel({"light_fighter": 1}, 1500, 100)
+    fighter = {"light_fighter": 1}
+    assert travel.fuel(fighter, 1500, 10) < travel.fuel(fighter, 1500, 100)
 
 
 def test_recall_turns_around_where_the_fleet_is() -> None:
