@@ -357,8 +357,8 @@ async def run_task_server(
 
 
 def bench_registry(recorder: Recorder) -> Any:
-    from gameserver import builtin
     from common.queue.handlers import HandlerRegistry
+    from gameserver import builtin
 
     registry = HandlerRegistry()
     builtin.register(registry)
@@ -405,8 +405,8 @@ async def noop_bench(
     from bench import report
     from bench.databases import drop_database, fresh_database
     from common.clock import SYSTEM_CLOCK
-    from common.redis_conn import check_redis
     from common.queue import EventQueue
+    from common.redis_conn import check_redis
 
     _quiet_logs()
     check_bench_prefix(prefix)
@@ -750,13 +750,10 @@ def _radius_for(villages: int) -> int:
 
 def timed_registry(settings: Any, recorder: Recorder, measured: str) -> Any:
     """The task server's real registry (builtin + the game's), ``measured`` wrapped to time it."""
-    from gameserver import builtin
-    from gameserver.main import load_game
     from common.queue.handlers import HandlerRegistry
+    from gameserver.main import game_registry
 
-    real = HandlerRegistry()
-    builtin.register(real)
-    load_game(settings.game, real, settings)
+    real = game_registry(settings)
     registry = HandlerRegistry()
     for kind in real.kinds():
         reg = real.get(kind)
@@ -797,9 +794,9 @@ async def make_marches(
     from sqlalchemy import case, insert, literal, update
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from db.models import March, Troop
     from common.queue import NewEvent
     from common.queue.durable import add_durable_events
+    from db.models import March, Troop
     from refgame.handlers import MARCH
     from refgame.world import STARTING_TROOPS
 
@@ -1000,8 +997,8 @@ async def _game_in_process(
     from tqdm import tqdm
 
     from bench import report
-    from gameserver.builtin import NOOP_DURABLE
     from common.queue import NewEvent
+    from gameserver.builtin import NOOP_DURABLE
     from refgame.handlers import MARCH
 
     # the floor: durable no-op events through the same worker path and database
@@ -1044,8 +1041,8 @@ async def _game_in_processes(
     """Both phases on ``processes`` real task servers: (floor seconds, game seconds), each
     from the moment all its events became due until the last was processed."""
     from bench import report
-    from gameserver.builtin import NOOP_DURABLE
     from common.queue import NewEvent
+    from gameserver.builtin import NOOP_DURABLE
     from refgame.handlers import MARCH
 
     servers = TaskProcesses(settings, processes, batch)
@@ -1088,9 +1085,9 @@ async def game_bench(
     from bench import report
     from bench.databases import check_disk, drop_database, fresh_database
     from common.clock import SYSTEM_CLOCK
+    from common.queue import EventQueue
     from common.redis_conn import check_redis
     from db.worldgen import generate_world
-    from common.queue import EventQueue
     from refgame.world import village_template
 
     _quiet_logs()

@@ -32,6 +32,9 @@ from chaos.players import Command, Ledger
 from common.amounts import SCALE
 from common.clock import SYSTEM_CLOCK
 from common.ids import id_created_ms
+from common.queue import EventQueue
+from common.queue.constants import PartitionKeys
+from common.queue.events import DeadEvent
 from db.models import (
     Building,
     BuildOrder,
@@ -47,9 +50,6 @@ from db.models import (
 from db.models import (
     Report as ReportRow,
 )
-from common.queue import EventQueue
-from common.queue.constants import PartitionKeys
-from common.queue.events import DeadEvent
 from refgame.battle import BattleResult, battle_loot, verify_report
 from refgame.buildings import FIELD_KINDS
 from refgame.economy import field_production, village_caps, visible_stock

@@ -25,10 +25,10 @@ from chaos.cluster import Stack, StackConfig
 from chaos.faults import BOUNDED_PLAN, FULL_PLAN, FaultInjector, FaultRecord, Timeline
 from chaos.players import Population, PopulationConfig, now_ms
 from common.clock import SYSTEM_CLOCK
+from common.queue import EventQueue
 from common.snapshot_versions import bump_versions
 from db import stock
 from db.models import March, ScheduledEvent, Troop, VillageStock
-from common.queue import EventQueue
 from refgame.units import total_upkeep
 
 log = logging.getLogger("chaos")

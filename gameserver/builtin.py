@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from common.queue.events import Event
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 
 NOOP = "gameserver.noop"  # in-memory, does nothing
 NOOP_DURABLE = "gameserver.noop.durable"  # durable: only the processed record is written
 
 
-async def noop(ctx: HandlerContext, events: list[Event]) -> None:
+async def noop(ctx: Tx, events: list[Event]) -> None:
     """Do nothing: measures the queue itself."""
 
 

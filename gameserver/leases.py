@@ -25,8 +25,8 @@ from pathlib import Path
 
 from redis.exceptions import RedisError
 
-from common.redis_conn import AnyRedis
 from common.queue.scripts import load_script
+from common.redis_conn import AnyRedis
 
 log = logging.getLogger(__name__)
 

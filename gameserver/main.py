@@ -3,18 +3,16 @@
     gameserver                 run until SIGTERM/SIGINT
     gameserver --check         connect to Redis and the DB, verify the schema, exit 0 or non-zero
     gameserver --burst         run what is due now, then exit
-    gameserver --game refgame  load handlers from ``refgame.handlers.register(registry)``
 
-Configuration comes from the environment (``common.settings``); a bad value
-prints one line and exits with the error's code.
+Configuration comes from the environment (``common.settings``), the game from
+``GAME`` (``gameapi.load_game``); a bad value or a broken game prints one line
+and exits with the error's code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import importlib
-import inspect
 import logging
 import signal
 import sys
@@ -24,43 +22,22 @@ import click
 
 from common.entrypoint import setup_logging
 from common.errors import FatalError
+from common.queue.handlers import HandlerRegistry
 from common.settings import Settings, load_settings
+from gameapi.loading import handler_registry, load_game
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
-from common.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 
 log = logging.getLogger("gameserver")
 
 
-def load_game(game: str, registry: HandlerRegistry, settings: Settings | None = None) -> bool:
-    """Import ``<game>.handlers`` and call its ``register(registry[, settings])``.
-
-    Returns False (with a warning) when the game has no handlers module.
-    """
-    module_name = f"{game}.handlers"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (game, module_name):
-            raise FatalError(f"--game {game}: importing {module_name} failed: {exc}") from None
-        log.warning("no module %s: running with the built-in event kinds only", module_name)
-        return False
-    except Exception as exc:
-        log.debug("importing %s failed", module_name, exc_info=True)
-        raise FatalError(
-            f"--game {game}: importing {module_name} failed: {type(exc).__name__}: {exc}"
-        ) from None
-    register = getattr(module, "register", None)
-    if not callable(register):
-        raise FatalError(f"--game {game}: {module_name} has no register(registry) function")
-    params = inspect.signature(register).parameters
-    if len(params) >= 2:
-        register(registry, settings)
-    else:
-        register(registry)
-    return True
+def game_registry(settings: Settings) -> HandlerRegistry:
+    """The built-in kinds plus the handlers of the game ``GAME`` names."""
+    registry = handler_registry(load_game(settings.game), settings)
+    builtin.register(registry)
+    return registry
 
 
 async def _serve(server: TaskServer) -> None:
@@ -88,7 +65,6 @@ async def _serve(server: TaskServer) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--check", is_flag=True, help="Connect, verify, exit 0 (ok) or non-zero.")
 @click.option("--burst", is_flag=True, help="Run every event due now, then exit.")
-@click.option("--game", default="refgame", show_default=True, help="Package with handlers.")
 @click.option("--batch-size", type=click.IntRange(1, 4000), help="Events per claim.")
 @click.option("--claim-lease-ms", type=click.IntRange(100), help="In-flight batch lease.")
 @click.option(
@@ -98,7 +74,6 @@ async def _serve(server: TaskServer) -> None:
 def main(
     check: bool,
     burst: bool,
-    game: str,
     batch_size: int | None,
     claim_lease_ms: int | None,
     partition_lease_ms: int | None,
@@ -118,9 +93,7 @@ def main(
             tuning["partition_lease_ttl_ms"] = partition_lease_ms
             tuning["partition_heartbeat_ms"] = max(partition_lease_ms // 5, 1)
         config = TaskServerConfig(**tuning)
-        registry = HandlerRegistry()
-        builtin.register(registry)
-        load_game(game, registry, settings)
+        registry = game_registry(settings)
         server = TaskServer(settings, registry, config=config, burst=burst)
         if not (burst or check or no_tick):
             ShardedTick(server)

@@ -26,6 +26,11 @@ from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock
 from common.errors import FatalError
 from common.node_lease import NodeLease
+from common.queue.constants import PARTITION_LEASE_GROUP
+from common.queue.eventqueue import EventQueue
+from common.queue.handlers import HandlerRegistry
+from common.queue.reconciler import Reconciler
+from common.queue.worker import PartitionWorker, is_unavailable
 from common.redis_conn import AnyRedis
 from common.settings import Settings
 from db.engine import check_database, create_engine, session_factory
@@ -33,11 +38,6 @@ from db.migrate import current_revision, require_current
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
 from gameserver.metrics import MetricsServer, QueueMetrics
-from common.queue.constants import PARTITION_LEASE_GROUP
-from common.queue.eventqueue import EventQueue
-from common.queue.handlers import HandlerRegistry
-from common.queue.reconciler import Reconciler
-from common.queue.worker import PartitionWorker, is_unavailable
 from gameserver.redis_client import connect
 from gameserver.wake import WakeListener
 
@@ -326,6 +326,7 @@ class TaskServer:
             metrics=self.metrics,
             lease_valid=self.leases.valid,
             burst=self.burst,
+            world_speed=self.settings.world_speed,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

@@ -15,8 +15,8 @@ from typing import Protocol
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from common.redis_conn import AnyRedis
 from common.queue.constants import wake_channel
+from common.redis_conn import AnyRedis
 from gameserver.redis_client import node_client
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from common.amounts import to_fixed
 from db import events as pending
 from db import stock
 from db.models import BuildOrder, March, TrainingOrder
+from gameapi.routes import CommandRoute
 from refgame import state
 from refgame.buildings import plan_build
 from refgame.errors import (
@@ -32,7 +33,6 @@ from refgame.errors import (
 from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
 from refgame.travel import check_recall, plan_march, recall_return_ms
 from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training
-from webfront.commands import CommandRoute
 from webfront.validation import Id, Out, StrictBody
 
 

@@ -17,17 +17,17 @@ scheduled for, so production changes are exact):
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import delete, select, update
 
 from common.amounts import to_fixed
-from common.ids import IdGenerator
+from common.queue import Event
+from common.queue.handlers import Handler, HandlerRegistry
+from common.queue.tx import Tx
 from common.settings import Settings
 from db.models import Building, BuildOrder, TrainingOrder
-from common.queue import Event, NewEvent
-from common.queue.handlers import Handler, HandlerContext, HandlerRegistry
 from refgame import state
 from refgame.batch import BatchState
 from refgame.batch_io import MarchRow, batch_io
@@ -345,36 +345,16 @@ HANDLERS: dict[str, Apply] = {
 }
 
 
-class _EventTx:
-    """The game transaction of a batch of events, on the task server's handler context."""
-
-    def __init__(self, ctx: HandlerContext, world_speed: float, ids: IdGenerator) -> None:
-        self.ctx = ctx
-        self.session = ctx.session
-        self.world_speed = world_speed
-        self.ids = ids
-
-    def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
-        event_id = self.ids.next_id()
-        self.ctx.schedule(NewEvent(kind, village_id, due_ms, dict(payload), id=event_id))
-        return event_id
-
-    def touch_players(self, player_ids: Iterable[int | None]) -> None:
-        self.ctx.touch_players(p for p in player_ids if p is not None)
-
-
-def _batch_handler(apply: Apply, world_speed: float, ids: IdGenerator) -> Handler:
-    async def handle(ctx: HandlerContext, events: list[Event]) -> None:
-        tx = _EventTx(ctx, world_speed, ids)
+def _batch_handler(apply: Apply) -> Handler:
+    async def handle(tx: Tx, events: list[Event]) -> None:
         for event in events:  # in run order: (due, priority, id)
             await apply(tx, event.village_id, event.due_ms, event.payload)
 
     return handle
 
 
-def _march_handler(world_speed: float, ids: IdGenerator) -> Handler:
-    async def handle(ctx: HandlerContext, events: list[Event]) -> None:
-        tx = _EventTx(ctx, world_speed, ids)
+def _march_handler() -> Handler:
+    async def handle(tx: Tx, events: list[Event]) -> None:
         await march_batch(tx, [(e.village_id, e.due_ms, e.payload) for e in events])
 
     return handle
@@ -383,13 +363,12 @@ def _march_handler(world_speed: float, ids: IdGenerator) -> Handler:
 def register(registry: HandlerRegistry, settings: Settings | None = None) -> None:
     """Register the reference game's event handlers on a task server."""
     world_speed = settings.world_speed if settings else 1.0
-    ids = IdGenerator()
     # the news of a battle reaches a neighbour's village no sooner than this
     registry.set_lookahead(shortest_follow_up_ms(world_speed))
     for kind, apply in HANDLERS.items():
         if kind == MARCH:  # set-based: a few statements per call
-            registry.register(kind, _march_handler(world_speed, ids), max_batch=MAX_MARCH_BATCH)
+            registry.register(kind, _march_handler(), max_batch=MAX_MARCH_BATCH)
         else:
             # these run one by one inside a call (~6 statements each): keep a call well
             # inside the handler timeout, or a big batch would time out and be re-run
-            registry.register(kind, _batch_handler(apply, world_speed, ids), max_batch=MAX_BATCH)
+            registry.register(kind, _batch_handler(apply), max_batch=MAX_BATCH)

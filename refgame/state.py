@@ -38,11 +38,13 @@ class GameTx(Scheduler, Protocol):
     after the commit); ``touch_players`` names players whose snapshot changed.
     """
 
-    session: AsyncSession
     ids: IdGenerator
 
     @property
-    def world_speed(self) -> float: ...  # read-only, so a property (CommandContext) fits
+    def session(self) -> AsyncSession: ...
+
+    @property
+    def world_speed(self) -> float: ...
 
     def touch_players(self, player_ids: Iterable[int | None]) -> None: ...
 

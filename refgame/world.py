@@ -1,4 +1,4 @@
-"""A new village of the reference game, for the world generator and for new players.
+"""The reference game as the framework loads it (``GAME``), and its new villages.
 
 Every building kind gets a row (level 0 where not built), so an upgrade is an
 UPDATE. Rates come from ``economy.village_rates`` and caps from
@@ -10,11 +10,14 @@ crop production (a world speed below 1), the starvation rule trims them first.
 from __future__ import annotations
 
 from db.worldgen import VillageTemplate
+from gameapi.game import Game, Resource
+from refgame import commands, handlers
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.resources import RESOURCES
 
 __all__ = [
+    "GAME",
     "STARTING_BUILDINGS",
     "STARTING_STOCK",
     "STARTING_TROOPS",
@@ -35,6 +38,14 @@ STARTING_BUILDINGS: dict[str, int] = {
     "rally_point": 1,
     "barracks": 1,
 }
+# wood, clay and iron fill the warehouse, crop the granary; crop's net rate is negative
+# when troops eat more than the fields grow (then ``state.STARVATION`` kills some)
+DECLARED_RESOURCES = (
+    Resource("wood", cap="warehouse"),
+    Resource("clay", cap="warehouse"),
+    Resource("iron", cap="warehouse"),
+    Resource("crop", cap="granary", may_decline=True),
+)
 STARTING_STOCK = 750  # whole units of each resource
 # Upkeep 39 crop/hour against 45 of production at world speed 1.
 STARTING_TROOPS: dict[str, int] = {
@@ -68,3 +79,18 @@ def village_template(world_speed: float, *, with_troops: bool = True) -> Village
 def player_village_template(world_speed: float) -> VillageTemplate:
     """A human player's first village: like a bot's, but without troops (train them)."""
     return village_template(world_speed, with_troops=False)
+
+
+def new_place(world_speed: float, bot: bool) -> VillageTemplate:
+    """A generated bot's village (with troops) or a new player's (train them)."""
+    return village_template(world_speed, with_troops=bot)
+
+
+GAME = Game(
+    name="refgame",
+    resources=DECLARED_RESOURCES,
+    new_place=new_place,  # type: ignore[arg-type]
+    register_handlers=handlers.register,
+    commands=commands.ROUTES,
+    rule_errors=commands.RULE_ERRORS,
+)

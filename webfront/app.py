@@ -12,16 +12,18 @@ from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
 from common.node_lease import NodeLease
+from common.queue import EventQueue
 from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
-from common.queue import EventQueue
+from gameapi.loading import handler_registry, load_game
 from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
-from webfront.commands import command_endpoints
+from webfront.commands import endpoints_for
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
+from webfront.queries import query_endpoints
 from webfront.ratelimit import RateLimiter
 from webfront.routing import Endpoint, mount
 from webfront.sessions import SessionStore
@@ -29,7 +31,9 @@ from webfront.state import (
     CLOCK,
     CONFIG,
     ENGINE,
+    EVENT_KINDS,
     FAST_REDIS,
+    GAME,
     HASH_POOL,
     IDS,
     LIMITER,
@@ -152,6 +156,9 @@ def create_app(
     app[CLOCK] = clock
     app[CONFIG] = config
     app[METRICS] = metrics
+    game = load_game(settings.game)
+    app[GAME] = game
+    app[EVENT_KINDS] = handler_registry(game, settings)
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
     mount(
@@ -162,7 +169,8 @@ def create_app(
             *snapshot.ENDPOINTS,
             *mapview.ENDPOINTS,
             *reports.ENDPOINTS,
-            *command_endpoints(settings.game),
+            *endpoints_for(game.commands, game.rule_errors),
+            *query_endpoints(game.queries, game.rule_errors),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
             *CLIENT_ENDPOINTS,

@@ -16,9 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from common.game import load_game_module
 from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
-from db.worldgen import VillageTemplate
 from webfront import ratelimit
 from webfront.codec import respond
 from webfront.errors import ApiError, unauthorized
@@ -29,6 +27,7 @@ from webfront.state import (
     CLOCK,
     CONFIG,
     ENGINE,
+    GAME,
     HASH_POOL,
     LIMITER,
     SESSIONS,
@@ -59,14 +58,6 @@ class SessionOut(Out):
 
 class OkOut(Out):
     ok: bool
-
-
-def village_template(game: str, world_speed: float) -> VillageTemplate:
-    """A new player's village: the game's ``player_village_template`` if it has one."""
-    world = load_game_module(game, "world")
-    make = getattr(world, "player_village_template", None) or world.village_template
-    template: VillageTemplate = make(world_speed)
-    return template
 
 
 async def authenticate(request: web.Request) -> int:
@@ -128,14 +119,14 @@ async def register(request: web.Request) -> web.Response:
     )
     body = await read_body(request, RegisterBody)
     settings = request.app[SETTINGS]
-    template = village_template(settings.game, settings.world_speed)
+    template = request.app[GAME].new_place(settings.world_speed, False)
     password_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
     try:
         account = await create_account(
             request.app[ENGINE],
             name=body.name,
             password_hash=password_hash,
-            template=template,
+            template=template,  # type: ignore[arg-type]  # PlaceTemplate: worldgen is next
             shards=settings.tick_shards,
             map_radius=settings.map_radius,
             now_ms=request.app[CLOCK].now_ms(),

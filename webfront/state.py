@@ -10,8 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import Clock
 from common.ids import IdGenerator
+from common.queue import EventQueue, HandlerRegistry
 from common.settings import Settings
-from common.queue import EventQueue
+from gameapi.game import Game
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
@@ -34,3 +35,6 @@ HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
 IDS = web.AppKey("ids", IdGenerator)
 SESSION_FACTORY = web.AppKey("session_factory", async_sessionmaker[AsyncSession])
 QUEUE = web.AppKey("queue", EventQueue)
+GAME = web.AppKey("game", Game)
+# the event kinds the game handles: a command scheduling another kind is refused
+EVENT_KINDS = web.AppKey("event_kinds", HandlerRegistry)

@@ -18,6 +18,7 @@ from db.engine import check_database, create_engine
 from db.migrate import current_revision, head_revision, upgrade
 from db.models import Player, ScheduledEvent, Village
 from db.worldgen import VillageTemplate, generate_world
+from gameapi.loading import load_game
 
 
 def _settings() -> Settings:
@@ -27,12 +28,13 @@ def _settings() -> Settings:
         fail(str(exc), exc.exit_code)
 
 
-def load_template(game: str, settings: Settings) -> VillageTemplate:
+def bot_template(settings: Settings) -> VillageTemplate:
+    """A generated bot's first place, from the game ``GAME`` names."""
     try:
-        world = importlib.import_module(f"{game}.world")
-    except ImportError as exc:
-        fail(f"--game {game}: cannot import {game}.world ({exc})")
-    template: VillageTemplate = world.village_template(settings.world_speed)
+        game = load_game(settings.game)
+    except FatalError as exc:
+        fail(str(exc), exc.exit_code)
+    template: VillageTemplate = game.new_place(settings.world_speed, True)  # type: ignore[assignment]
     return template
 
 
@@ -65,11 +67,10 @@ def migrate() -> None:
 @click.option("--players", type=click.IntRange(1, 10_000_000), required=True)
 @click.option("--villages-per-player", type=click.IntRange(1, 100), default=1, show_default=True)
 @click.option("--seed", type=int, default=None, help="map placement seed (reproducible worlds)")
-@click.option("--game", default="refgame", show_default=True, help="package with world.py")
-def worldgen(players: int, villages_per_player: int, seed: int | None, game: str) -> None:
-    """Add PLAYERS bot players with their villages to the world."""
+def worldgen(players: int, villages_per_player: int, seed: int | None) -> None:
+    """Add PLAYERS bot players with their villages to the world (of the game GAME names)."""
     settings = _settings()
-    template = load_template(game, settings)
+    template = bot_template(settings)
 
     async def run() -> None:
         engine = create_engine(settings)

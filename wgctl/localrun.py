@@ -27,6 +27,7 @@ from db.engine import check_database, create_engine
 from db.migrate import upgrade
 from db.models import Village
 from db.worldgen import generate_world
+from gameapi.loading import load_game
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 
@@ -42,9 +43,9 @@ async def redis_reachable(settings: Settings) -> bool:
         await client.aclose()
 
 
-async def prepare_database(settings: Settings, demo_players: int, game: str) -> int:
+async def prepare_database(settings: Settings, demo_players: int) -> int:
     """Migrate, and on an empty world generate ``demo_players`` bots; return the village count."""
-    from wgctl.cli import load_template
+    from wgctl.cli import bot_template
 
     engine = create_engine(settings)
     try:
@@ -56,7 +57,7 @@ async def prepare_database(settings: Settings, demo_players: int, game: str) -> 
             summary = await generate_world(
                 engine,
                 players=demo_players,
-                template=load_template(game, settings),
+                template=bot_template(settings),
                 shards=settings.tick_shards,
                 map_radius=settings.map_radius,
             )
@@ -68,11 +69,13 @@ async def prepare_database(settings: Settings, demo_players: int, game: str) -> 
 
 @click.command()
 @click.option("--demo-players", type=click.IntRange(0, 100_000), default=30, show_default=True)
-@click.option("--game", default="refgame", show_default=True)
-def run(demo_players: int, game: str) -> None:
-    """Start Redis if needed, migrate, seed a demo world, run task and web servers."""
+def run(demo_players: int) -> None:
+    """Start Redis if needed, migrate, seed a demo world, run task and web servers.
+
+    Every process runs the game ``GAME`` names (default refgame)."""
     try:
         settings = load_settings()
+        load_game(settings.game)  # a broken game stops here, before anything starts
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
     embedded: EmbeddedRedis | None = None
@@ -83,7 +86,7 @@ def run(demo_players: int, game: str) -> None:
                 f"no Redis at {settings.redis_url}: started embedded Valkey at {embedded.url}"
             )
             settings = load_settings(redis_url=embedded.url)
-        villages = asyncio.run(prepare_database(settings, demo_players, game))
+        villages = asyncio.run(prepare_database(settings, demo_players))
         click.echo(f"database ready ({villages} villages): {settings!r}")
 
         # the Procfile names console scripts: find them next to this Python (the venv's bin)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from common.queue.errors import MalformedEvent, QueueError, ScheduleError
 from common.queue.eventqueue import EventQueue
 from common.queue.events import Claim, DeadEvent, Event, NewEvent, PartitionStats
-from common.queue.handlers import Handler, HandlerContext, HandlerRegistry, Registration
+from common.queue.handlers import Handler, HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
+from common.queue.tx import Tx, UnknownEventKind
 
 __all__ = [
     "Claim",
@@ -20,7 +21,6 @@ __all__ = [
     "Event",
     "EventQueue",
     "Handler",
-    "HandlerContext",
     "HandlerRegistry",
     "MalformedEvent",
     "NewEvent",
@@ -29,4 +29,6 @@ __all__ = [
     "Registration",
     "RetryPolicy",
     "ScheduleError",
+    "Tx",
+    "UnknownEventKind",
 ]

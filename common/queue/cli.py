@@ -19,12 +19,12 @@ from sqlalchemy import delete
 
 from common.clock import SYSTEM_CLOCK
 from common.errors import FatalError
+from common.queue.eventqueue import EventQueue
+from common.queue.events import DeadEvent, PartitionStats
 from common.settings import Settings, load_settings
 from db import events as pending
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent
-from common.queue.eventqueue import EventQueue
-from common.queue.events import DeadEvent, PartitionStats
 from gameserver.redis_client import connect
 
 T = TypeVar("T")

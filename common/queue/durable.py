@@ -23,13 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.ids import IdGenerator
-from db.events import HOLDS_VILLAGE
-from db.models import ProcessedEvent, ScheduledEvent
 from common.queue import codec
 from common.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
 from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
+from db.events import HOLDS_VILLAGE
+from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
 

@@ -15,7 +15,6 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from common.clock import Clock
 from common.ids import IdGenerator
-from common.redis_conn import AnyRedis
 from common.queue import codec
 from common.queue.codec import HEADER_MEMORY
 from common.queue.constants import (
@@ -37,6 +36,7 @@ from common.queue.line import Line, pack_command
 from common.queue.line import supports as line_supported
 from common.queue.policy import RetryPolicy
 from common.queue.scripts import Script, load_script
+from common.redis_conn import AnyRedis
 
 MAX_CLAIM = 4000  # Lua's unpack() limit bounds one claim
 _IDLE_LINES = 4  # connections kept for concurrent schedule_many calls

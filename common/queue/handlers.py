@@ -1,82 +1,30 @@
-"""Event handlers: registered per kind, called with a batch of events of that kind."""
+"""Event handlers: registered per kind, called with a batch of events of that kind and the
+batch's transaction (``common.queue.tx.Tx``, the same object a command gets)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from common.queue.constants import HANDLER_TIMEOUT_S, KIND_MAX_LEN
-from common.queue.events import Event, NewEvent
+from common.queue.events import Event
 from common.queue.policy import RetryPolicy
+from common.queue.tx import Tx
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
-
-    from common.queue.eventqueue import EventQueue
-
-
-class HandlerContext:
-    """What a handler gets besides its events.
-
-    ``session`` is the AsyncSession of the transaction that also deletes the
-    events' ``scheduled_events`` rows and records them as processed (durable
-    handlers only). Follow-up events go through ``schedule``: a durable
-    handler's follow-ups are written in the same transaction and indexed in
-    Redis after the commit; ``touch_players`` names players whose snapshot
-    version is bumped after the commit.
-    """
-
-    __slots__ = ("_session", "new_events", "now_ms", "partition", "players", "queue")
-
-    def __init__(
-        self,
-        queue: EventQueue,
-        partition: int,
-        now_ms: int,
-        session: AsyncSession | None = None,
-    ) -> None:
-        self.queue = queue
-        self.partition = partition
-        self.now_ms = now_ms
-        self._session = session
-        self.new_events: list[NewEvent] = []
-        self.players: set[int] = set()
-
-    @property
-    def session(self) -> AsyncSession:
-        if self._session is None:
-            raise RuntimeError(
-                "this handler was registered with durable=False and has no DB session; "
-                "register it with durable=True to use ctx.session"
-            )
-        return self._session
-
-    @property
-    def has_session(self) -> bool:
-        return self._session is not None
-
-    def schedule(self, event: NewEvent) -> None:
-        """Schedule a follow-up event once this handler's work has committed."""
-        self.new_events.append(event)
-
-    def schedule_many(self, events: Iterable[NewEvent]) -> None:
-        self.new_events.extend(events)
-
-    def touch_players(self, player_ids: Iterable[int]) -> None:
-        """Bump these players' snapshot versions after the commit (their view changed)."""
-        self.players.update(player_ids)
+    pass
 
 
 class Handler(Protocol):
-    """``async def handler(ctx, events)``: run a batch of consecutive events of one kind.
+    """``async def handler(tx, events)``: run a batch of consecutive events of one kind.
 
     Prefer set-based DB statements over a loop of per-event queries: a batch
     can hold hundreds of events. Raising fails the batch; the worker then runs
     its events one by one so only the bad one is retried.
     """
 
-    def __call__(self, ctx: HandlerContext, events: list[Event], /) -> Awaitable[None]: ...
+    def __call__(self, tx: Tx, events: list[Event], /) -> Awaitable[None]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,11 @@ from collections.abc import Callable, Collection, Iterable
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.models import ScheduledEvent
-from gameserver.metrics import QueueMetrics
 from common.queue.constants import MARKER_CHECK_MS, RECONCILE_CHUNK, RECONCILE_EVERY_MS
 from common.queue.durable import row_to_event
 from common.queue.eventqueue import EventQueue
+from db.models import ScheduledEvent
+from gameserver.metrics import QueueMetrics
 
 OVERDUE_SWEEP_MS = 5_000  # how often overdue DB events are checked against Redis
 OVERDUE_GRACE_MS = 2_000  # an event this late and unknown to Redis was lost

@@ -15,17 +15,18 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from common.snapshot_versions import bump_versions
-from db import events as pending
-from db.engine import is_database_outage, is_transaction_conflict
-from gameserver.config import TaskServerConfig
-from gameserver.metrics import QueueMetrics
 from common.queue import codec, durable
 from common.queue.claims import ClaimLine
 from common.queue.eventqueue import EventQueue, check_new_event
 from common.queue.events import Claim, Event, NewEvent
-from common.queue.handlers import HandlerContext, HandlerRegistry, Registration
+from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
+from common.queue.tx import Tx
+from common.queue.work import Committed
+from db import events as pending
+from db.engine import is_database_outage, is_transaction_conflict
+from gameserver.config import TaskServerConfig
+from gameserver.metrics import QueueMetrics
 
 log = logging.getLogger(__name__)
 _is_durable = operator.attrgetter("durable")
@@ -44,9 +45,9 @@ class _Outcome:
     failures: list[tuple[Event, str, RetryPolicy]] = field(default_factory=list)
     deferred: list[tuple[Event, int]] = field(default_factory=list)
     held: list[Event] = field(default_factory=list)  # not to run yet (``_in_order``)
-    follow_durable: list[Event] = field(default_factory=list)
+    committed: Committed = field(default_factory=Committed)  # of the durable transactions
     follow_memory: list[NewEvent] = field(default_factory=list)
-    players: set[int] = field(default_factory=set)
+    players: set[int] = field(default_factory=set)  # touched by in-memory handlers
     redelivered: int = 0
 
 
@@ -115,8 +116,10 @@ class PartitionWorker:
         metrics: QueueMetrics | None = None,
         lease_valid: Callable[[], bool] | None = None,
         burst: bool = False,
+        world_speed: float = 1.0,
     ) -> None:
         self.queue = queue
+        self.world_speed = world_speed
         self.partition = partition
         self.registry = registry
         self.sessions = sessions
@@ -309,7 +312,7 @@ class PartitionWorker:
             await self._run_group(reg, group, out)
         await self._finish(claim, out, n)
         return bool(
-            out.failures or out.deferred or out.held or out.follow_durable or out.follow_memory
+            out.failures or out.deferred or out.held or out.committed.events or out.follow_memory
         )
 
     async def _in_order(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
@@ -426,15 +429,15 @@ class PartitionWorker:
         child.observe(time.perf_counter() - started)
 
     async def _call_memory(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
-        ctx = HandlerContext(self.queue, self.partition, self.queue.clock.now_ms())
+        tx = self._tx(None, self.queue.clock.now_ms())
         started = time.perf_counter()
         async with asyncio.timeout(reg.timeout_s):
-            await reg.handler(ctx, group)
+            await reg.handler(tx, group)
         self._observe(reg.kind, started)
-        for new in ctx.new_events:  # a bad follow-up fails this call, not the worker
-            check_new_event(new, ctx.now_ms, ctx.now_ms + self.queue.max_ahead_ms)
-        out.follow_memory.extend(ctx.new_events)
-        out.players.update(ctx.players)
+        for new in tx.events:  # a bad follow-up fails this call, not the worker
+            check_new_event(new, tx.now_ms, tx.now_ms + self.queue.max_ahead_ms)
+        out.follow_memory.extend(tx.events)
+        out.players.update(tx.touched)
 
     async def _call_durable(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         if self.sessions is None:
@@ -442,23 +445,25 @@ class PartitionWorker:
         now = self.queue.clock.now_ms()
         async with self.sessions() as session, session.begin():
             run, deferred = await durable.take_events(session, group, now)
-            ctx = HandlerContext(self.queue, self.partition, now, session)
+            tx = self._tx(session, now)
             follow: list[Event] = []
             if run:
                 await durable.record_processed(session, run, now)
                 started = time.perf_counter()
                 async with asyncio.timeout(reg.timeout_s):
-                    await reg.handler(ctx, run)
+                    await reg.handler(tx, run)
                 self._observe(reg.kind, started)
-                if ctx.new_events:
+                if tx.events:
                     follow = await durable.add_durable_events(
-                        session, ctx.new_events, clock=self.queue.clock, ids=self.queue.ids
+                        session, tx.events, clock=self.queue.clock, ids=self.queue.ids
                     )
         # committed: the effects and the processed records are durable now
         out.redelivered += len(group) - len(run) - len(deferred)
         out.deferred.extend(deferred)
-        out.follow_durable.extend(follow)
-        out.players.update(ctx.players)
+        out.committed.add(tx, follow)
+
+    def _tx(self, session: AsyncSession | None, now_ms: int) -> Tx:
+        return Tx(session, now_ms, self.world_speed, self.queue.ids, kinds=self.registry)
 
     async def _record_failures(self, failures: list[tuple[Event, str, RetryPolicy]]) -> None:
         """Write failed and dead durable events to their rows before Redis moves them, so the
@@ -515,12 +520,8 @@ class PartitionWorker:
         if out.redelivered:
             self._redelivered.inc(out.redelivered)
         self._acked.inc(n - failed - len(out.deferred) - len(out.held))
-        if out.follow_durable:
-            await q.index(out.follow_durable)
         if out.follow_memory:
             await q.schedule_many(out.follow_memory)
-        if out.players:
-            try:
-                await bump_versions(q.redis, q.prefix, out.players, q.clock.now_ms())  # type: ignore[arg-type]
-            except Exception as exc:  # a stale snapshot is re-read later; the events are done
-                log.warning("partition %d: bumping snapshot versions failed: %s", p, exc)
+        out.committed.players.update(out.players)
+        if out.committed:
+            await out.committed.finish(q, q.clock.now_ms(), f"partition {p}")

@@ -13,6 +13,10 @@ from sqlalchemy.exc import DBAPIError
 from common.amounts import SCALE
 from common.clock import ManualClock
 from common.ids import IdGenerator
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
+from common.queue.worker import is_unavailable
 from common.settings import load_settings
 from db.engine import (
     create_engine,
@@ -23,9 +27,6 @@ from db.engine import (
 from db.models import ScheduledEvent, Village, VillageStock
 from db.stock import tick_shard
 from db.worldgen import generate_world
-from common.queue import Event, EventQueue, NewEvent
-from common.queue.handlers import HandlerContext, HandlerRegistry
-from common.queue.worker import is_unavailable
 from refgame.commands import build, send_march
 from refgame.handlers import HANDLERS
 from refgame.world import village_template
@@ -46,7 +47,7 @@ async def test_a_retried_event_keeps_its_due_time(
     (Since then a database outage no longer counts as a failure; any other one still does.)"""
     seen: list[tuple[int, int]] = []  # (due_ms the handler saw, attempts)
 
-    async def flaky(ctx: HandlerContext, events: list[Event]) -> None:
+    async def flaky(ctx: Tx, events: list[Event]) -> None:
         for e in events:
             seen.append((e.due_ms, e.attempts))
             if e.attempts == 0:

@@ -20,14 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from common.ids import IdGenerator
+from common.queue import EventQueue
+from common.queue.handlers import HandlerRegistry
+from common.queue.worker import PartitionWorker
 from common.settings import Settings
 from db.engine import session_factory
 from db.models import ProcessedEvent, ScheduledEvent
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
-from common.queue import EventQueue
-from common.queue.handlers import HandlerRegistry
-from common.queue.worker import PartitionWorker
 from gameserver.wake import WakeListener
 from tests.queue.testgame import effects, reset_effects
 
@@ -198,9 +198,9 @@ class Servers:
 
     def start(self, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gameserver", "--game", "tests.queue.testgame", *args],
+            [sys.executable, "-m", "gameserver", *args],
             cwd=ROOT,
-            env=env,
+            env={"GAME": "tests.queue.testgame", **env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -10,12 +10,12 @@ from redis.asyncio import Redis
 from sqlalchemy import func, select
 
 from common.clock import SYSTEM_CLOCK
-from common.settings import Settings
-from db.engine import create_engine, session_factory
-from db.models import ScheduledEvent
 from common.queue import EventQueue, NewEvent, RetryPolicy
 from common.queue.cli import queue_cli
 from common.queue.durable import add_durable_events
+from common.settings import Settings
+from db.engine import create_engine, session_factory
+from db.models import ScheduledEvent
 from tests.conftest import TEST_REDIS_URL
 
 

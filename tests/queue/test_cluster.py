@@ -14,14 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import EmbeddedRedis
+from common.queue import Event, EventQueue, NewEvent, RetryPolicy
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerRegistry
 from common.settings import Settings
 from common.snapshot_versions import bump_versions, read_version
 from db.engine import create_engine, session_factory
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from common.queue import Event, EventQueue, NewEvent, RetryPolicy
-from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerRegistry
 from gameserver.redis_client import connect
 from gameserver.taskserver import TaskServer
 from gameserver.wake import WakeListener

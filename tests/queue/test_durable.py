@@ -8,10 +8,11 @@ from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
-from db.models import ProcessedEvent, ScheduledEvent
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy, durable
 from common.queue.durable import add_durable_events, cancel_durable, reschedule_durable
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
+from db.models import ProcessedEvent, ScheduledEvent
 from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually, settle
 from tests.queue.testgame import EFFECT, effects
 from tests.queue.testgame.handlers import apply_effects
@@ -153,18 +154,18 @@ async def test_follow_ups_are_written_in_the_handlers_transaction(
     redis: Redis,
     redis_prefix: str,
 ) -> None:
-    async def arrive(ctx: HandlerContext, events: list[Event]) -> None:
+    async def arrive(ctx: Tx, events: list[Event]) -> None:
         await ctx.session.execute(
             insert(effects), [{"event_id": e.id, "village_id": e.village_id} for e in events]
         )
         for e in events:
             if e.payload.get("back"):
-                ctx.schedule(NewEvent("return", e.payload["home"], ctx.now_ms + 1_000))
+                ctx.schedule("return", e.payload["home"], ctx.now_ms + 1_000)
         ctx.touch_players([7, 8])
 
     returned: list[Event] = []
 
-    async def come_home(ctx: HandlerContext, events: list[Event]) -> None:
+    async def come_home(ctx: Tx, events: list[Event]) -> None:
         returned.extend(events)
 
     registry = HandlerRegistry()
@@ -216,7 +217,7 @@ async def test_a_failed_durable_batch_is_halved_until_the_bad_event_stands_alone
 ) -> None:
     calls: list[list[int]] = []
 
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         calls.append([e.payload["n"] for e in events])
         await apply_effects(ctx, events)
 

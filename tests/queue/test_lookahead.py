@@ -10,11 +10,12 @@ from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
-from db.models import ScheduledEvent
-from gameserver.metrics import QueueMetrics
 from common.queue import Event, EventQueue, NewEvent
 from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
+from db.models import ScheduledEvent
+from gameserver.metrics import QueueMetrics
 from tests.queue.conftest import START_MS, Workers, eventually, settle
 
 KIND = "arrive"
@@ -28,7 +29,7 @@ async def test_an_event_waits_for_an_earlier_one_beyond_the_lookahead(
 ) -> None:
     seen: list[tuple[int, int]] = []  # (event id, due_ms the handler saw)
 
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         seen.extend((e.id, e.due_ms) for e in events)
 
     registry = HandlerRegistry()
@@ -70,7 +71,7 @@ async def test_a_failing_or_dead_event_holds_no_other_village_back(
     nothing (``db.events``): a bug in one handler does not stop the world."""
     seen: list[int] = []
 
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         seen.extend(e.id for e in events)
 
     registry = HandlerRegistry()

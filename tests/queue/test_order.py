@@ -13,7 +13,8 @@ from redis.asyncio import Redis
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from common.queue import Event, EventQueue, NewEvent
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 from tests.conftest import delete_prefix
 from tests.queue.conftest import START_MS, Workers, eventually
 
@@ -68,7 +69,7 @@ async def test_worker_runs_a_village_in_order_across_batches(
 ) -> None:
     seen: list[tuple[int, int, int]] = []
 
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         seen.extend((e.due_ms, e.priority, e.id) for e in events)
 
     registry = HandlerRegistry()

@@ -19,10 +19,10 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK
-from common.settings import Settings
-from gameserver.leases import LeaseManager
 from common.queue import EventQueue, NewEvent
 from common.queue.durable import add_durable_events
+from common.settings import Settings
+from gameserver.leases import LeaseManager
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import ROOT, Servers, counts, eventually, server_env
 from tests.queue.testgame import EFFECT
@@ -173,13 +173,17 @@ def test_check_and_bad_configuration(sqlite_url: str, redis_prefix: str, tmp_pat
         DATABASE_URL=sqlite_url,
         GAMESERVER_METRICS_PORT="0",
     )
-    ok = _gameserver(base, "--check", "--game", "tests.queue.testgame")
+    ok = _gameserver({**base, "GAME": "tests.queue.testgame"}, "--check")
     assert ok.returncode == 0, ok.stderr
     assert "redis: ok" in ok.stdout and "test.effect" in ok.stdout
 
-    no_game = _gameserver(base, "--check", "--game", "no_such_game")
-    assert no_game.returncode == 0
-    assert "no module no_such_game.handlers" in no_game.stderr
+    # a game that cannot be loaded stops the process at start with one line
+    no_game = _gameserver({**base, "GAME": "no_such_game"}, "--check")
+    assert no_game.returncode == 2
+    assert no_game.stderr.strip().splitlines() == [
+        "gameserver: GAME=no_such_game: cannot import no_such_game.world: no module named "
+        "'no_such_game' (put the game's parent directory on PYTHONPATH or install the package)"
+    ]
 
     cases = [
         ({"QUEUE_PARTITIONS": "0"}, 2, "QUEUE_PARTITIONS"),

@@ -11,12 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import EmbeddedRedis
-from common.settings import Settings
-from gameserver.config import TaskServerConfig
 from common.queue import EventQueue, NewEvent
 from common.queue.durable import add_durable_events
 from common.queue.handlers import HandlerRegistry
 from common.queue.reconciler import Reconciler
+from common.settings import Settings
+from gameserver.config import TaskServerConfig
 from gameserver.taskserver import TaskServer
 from tests.queue.conftest import START_MS, counts, eventually
 from tests.queue.testgame import EFFECT

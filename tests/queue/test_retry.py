@@ -10,7 +10,8 @@ from redis.asyncio import Redis
 
 from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 from tests.queue.conftest import START_MS, Workers, at_rest, eventually, settle
 
 
@@ -21,7 +22,7 @@ class Recorder:
         self.calls: list[list[int]] = []
         self.ran: Counter[int] = Counter()
 
-    async def __call__(self, ctx: HandlerContext, events: list[Event]) -> None:
+    async def __call__(self, ctx: Tx, events: list[Event]) -> None:
         self.calls.append([e.id for e in events])
         for e in events:
             if e.payload.get("fail"):
@@ -143,11 +144,11 @@ async def test_follow_ups_of_in_memory_handlers_are_scheduled(
 ) -> None:
     seen: list[str] = []
 
-    async def chain(ctx: HandlerContext, events: list[Event]) -> None:
+    async def chain(ctx: Tx, events: list[Event]) -> None:
         for e in events:
             seen.append(e.payload["step"])
             if e.payload["step"] == "first":
-                ctx.schedule(NewEvent("chain", e.village_id, ctx.now_ms + 500, {"step": "next"}))
+                ctx.schedule("chain", e.village_id, ctx.now_ms + 500, {"step": "next"})
                 ctx.touch_players([42])
 
     registry = HandlerRegistry()

@@ -17,13 +17,14 @@ from common import ids
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import free_port
 from common.node_lease import NODE_COOLDOWN_MS, node_keys
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 from common.settings import Settings
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.taskserver import TaskServer
 from tests.queue.conftest import START_MS, counts, eventually
 from tests.queue.testgame import EFFECT, MEMORY
@@ -102,7 +103,7 @@ async def test_a_sleeping_worker_wakes_for_an_earlier_event(
     now = SYSTEM_CLOCK.now_ms()
     seen: list[Event] = []
 
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         seen.extend(events)
 
     registry = HandlerRegistry()
@@ -231,7 +232,7 @@ async def test_a_database_outage_counts_no_attempt_against_the_events(
     outage = {"calls": 0}
     ran: list[Event] = []
 
-    async def arrive(ctx: HandlerContext, events: list[Event]) -> None:
+    async def arrive(ctx: Tx, events: list[Event]) -> None:
         outage["calls"] += 1
         if outage["calls"] <= 3:  # the first calls find the database restarting
             raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))

@@ -13,14 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent, codec
 from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 from tests.queue.conftest import START_MS, Workers, eventually
 
 KIND = "arrive"
 
 
 def _recording(seen: list[int], lookahead_ms: int | None = None) -> HandlerRegistry:
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         seen.extend(e.id for e in events)
 
     registry = HandlerRegistry()

@@ -14,13 +14,14 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, ManualClock
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
-from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events
-from common.queue.handlers import HandlerContext, HandlerRegistry
 from gameserver.taskserver import TaskServer
 from tests.conftest import delete_prefix
 from tests.queue.conftest import START_MS, eventually
@@ -63,7 +64,7 @@ async def test_a_noisy_world_on_the_same_redis_does_not_delay_another(
     )
     ran: list[tuple[int, int]] = []  # (event id, clock ms when it ran)
 
-    async def record(ctx: HandlerContext, events: list[Event]) -> None:
+    async def record(ctx: Tx, events: list[Event]) -> None:
         ran.extend((e.id, ctx.now_ms) for e in events)
 
     quiet_registry = HandlerRegistry()

@@ -14,11 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.amounts import to_units
 from common.clock import SYSTEM_CLOCK
+from common.queue.handlers import HandlerRegistry
 from common.settings import Settings
 from db.engine import create_engine
 from db.models import March, Report, Troop, Village, VillageStock
 from gameserver import builtin
-from common.queue.handlers import HandlerRegistry
 from gameserver.taskserver import TaskServer
 from refgame import handlers as game_handlers
 from refgame.battle import verify_report

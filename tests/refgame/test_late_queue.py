@@ -14,14 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
 from common.ids import IdGenerator
+from common.queue import Event, EventQueue
+from common.queue.handlers import HandlerRegistry
+from common.queue.reconciler import Reconciler
 from common.settings import load_settings
 from db import stock
 from db.engine import create_engine, session_factory
 from db.models import ScheduledEvent, Village, VillageStock
 from db.worldgen import generate_world
-from common.queue import Event, EventQueue
-from common.queue.handlers import HandlerRegistry
-from common.queue.reconciler import Reconciler
 from refgame import handlers as game_handlers
 from refgame.commands import build, send_march, train
 from refgame.world import village_template

@@ -28,11 +28,11 @@ from sqlalchemy import select
 
 from chaos.faults import _garbage_entries
 from common.clock import SYSTEM_CLOCK
+from common.queue import EventQueue, NewEvent, codec
+from common.queue.constants import HEADER_LEN, MEMBER_LEN, PartitionKeys
 from common.settings import load_settings
 from db.engine import create_engine
 from db.models import ProcessedEvent
-from common.queue import EventQueue, NewEvent, codec
-from common.queue.constants import HEADER_LEN, MEMBER_LEN, PartitionKeys
 from tests.conftest import TEST_REDIS_URL
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def task_server(
     }
     log = (tmp_path / "gameserver.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gameserver", "--game", "refgame"],
+        [sys.executable, "-m", "gameserver"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     yield proc

@@ -12,9 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.amounts import SCALE
 from common.clock import ManualClock
+from common.queue import EventQueue
 from common.settings import Settings
 from db.models import IdempotentResponse, ScheduledEvent
-from common.queue import EventQueue
 from tests.web.conftest import MakeClient, RegisterFn
 from tests.web.helpers import set_wood, wood_fixed
 from tests.web.minigame.commands import AFTER_COMMIT_LOG

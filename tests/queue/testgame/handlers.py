@@ -1,4 +1,4 @@
-"""Handlers of the test game, loaded by ``gameserver --game tests.queue.testgame``."""
+"""Handlers of the test game, loaded with ``GAME=tests.queue.testgame``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import asyncio
 from sqlalchemy import insert
 
 from common.queue.events import Event
-from common.queue.handlers import HandlerContext, HandlerRegistry
+from common.queue.handlers import HandlerRegistry
+from common.queue.tx import Tx
 from tests.queue.testgame import EFFECT, MEMORY, effects
 
 
-async def apply_effects(ctx: HandlerContext, events: list[Event]) -> None:
+async def apply_effects(ctx: Tx, events: list[Event]) -> None:
     """Insert one effect row per event, then sleep (so a kill lands inside the transaction)."""
     await ctx.session.execute(
         insert(effects), [{"event_id": e.id, "village_id": e.village_id} for e in events]
@@ -23,7 +24,7 @@ async def apply_effects(ctx: HandlerContext, events: list[Event]) -> None:
         await asyncio.sleep(sleep_ms / 1000)
 
 
-async def nothing(ctx: HandlerContext, events: list[Event]) -> None:
+async def nothing(ctx: Tx, events: list[Event]) -> None:
     return None
 
 

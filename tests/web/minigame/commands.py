@@ -15,9 +15,8 @@ from sqlalchemy import select, update
 
 from common.amounts import SCALE
 from db.models import Village, VillageStock
+from gameapi import CommandRoute, Id, Out, StrictBody, Tx, own_place
 from refgame.errors import InsufficientResources, RuleError
-from webfront.commands import CommandContext, CommandRoute
-from webfront.validation import Id, Out, StrictBody
 
 AFTER_COMMIT_LOG: list[int] = []  # the tests read it
 
@@ -33,8 +32,8 @@ class SpendOut(Out):
     wood_left_fixed: int
 
 
-async def spend(ctx: CommandContext, player_id: int, body: SpendBody) -> dict[str, Any]:
-    await ctx.own_village(body.village_id)
+async def spend(ctx: Tx, player_id: int, body: SpendBody) -> dict[str, Any]:
+    await own_place(ctx, body.village_id)
     if body.wood == 666:  # a bug in game code: the API must answer 500 without details
         raise RuntimeError("secret internals of the game")
     cost = body.wood * SCALE

@@ -1,7 +1,26 @@
-"""The reference game's starting village: the tests register real players."""
+"""The mini game as the framework loads it: the reference game's villages and stocks, one
+test command and the one event kind that command schedules."""
 
 from __future__ import annotations
 
-from refgame.world import village_template
+from gameapi import Event, Game, HandlerRegistry, Tx
+from refgame.world import DECLARED_RESOURCES, new_place
+from tests.web.minigame.commands import ROUTES, RULE_ERRORS
 
-__all__ = ["village_template"]
+
+async def _noop(tx: Tx, events: list[Event]) -> None:
+    """The test command's event: it only has to be a kind the game handles."""
+
+
+def register(registry: HandlerRegistry, _settings: object) -> None:
+    registry.register("test.noop", _noop)
+
+
+GAME = Game(
+    name="minigame",
+    resources=DECLARED_RESOURCES,
+    new_place=new_place,  # type: ignore[arg-type]
+    register_handlers=register,
+    commands=ROUTES,
+    rule_errors=RULE_ERRORS,
+)

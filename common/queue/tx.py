@@ -1,0 +1,133 @@
+"""``Tx``: the one transaction object a game's commands and event handlers work with.
+
+A command's ``Tx`` is the web tier's transaction for one player request; a
+handler's is the task server's transaction for a batch of events. Both commit
+the game's rows, the events it scheduled (durable ``scheduled_events`` rows)
+and the framework's records together; after the commit ``common.queue.work``
+indexes the events in Redis, tidies cancelled ones, runs ``after_commit``
+callbacks and bumps the snapshot versions of the touched players.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Container, Iterable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete
+
+from common.queue.errors import ScheduleError
+from common.queue.events import NewEvent
+from db.models import ScheduledEvent
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from common.ids import IdGenerator
+
+
+class UnknownEventKind(ScheduleError):
+    """An event of a kind no handler of the loaded game runs: refused when scheduled."""
+
+
+class Tx:
+    """A game transaction.
+
+    ``session``: the AsyncSession of the transaction. ``now_ms``: the time the
+    work happens at (a command's arrival, an event's run). ``player_id``: the
+    commanding player (None in handlers). ``kinds``: the event kinds the loaded
+    game handles (None: not checked, e.g. the queue's own tests).
+    """
+
+    __slots__ = (
+        "_session",
+        "callbacks",
+        "cancelled",
+        "events",
+        "ids",
+        "kinds",
+        "now_ms",
+        "player_id",
+        "touched",
+        "world_speed",
+    )
+
+    def __init__(
+        self,
+        session: AsyncSession | None,
+        now_ms: int,
+        world_speed: float,
+        ids: IdGenerator,
+        *,
+        kinds: Container[str] | None = None,
+        player_id: int | None = None,
+    ) -> None:
+        self._session = session
+        self.now_ms = now_ms
+        self.world_speed = world_speed
+        self.ids = ids
+        self.kinds = kinds
+        self.player_id = player_id
+        self.events: list[NewEvent] = []
+        self.cancelled: list[tuple[int, int]] = []  # (place id, event id)
+        self.touched: set[int] = set()
+        self.callbacks: list[Callable[[], Awaitable[None]]] = []
+
+    @property
+    def session(self) -> AsyncSession:
+        if self._session is None:
+            raise RuntimeError(
+                "this handler was registered with durable=False and has no DB session; "
+                "register it with durable=True to use tx.session"
+            )
+        return self._session
+
+    @property
+    def has_session(self) -> bool:
+        return self._session is not None
+
+    def schedule(
+        self,
+        kind: str,
+        place_id: int,
+        due_ms: int,
+        payload: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+    ) -> int:
+        """A timed event, committed with this transaction; returns its id.
+
+        Raises ``UnknownEventKind`` at once for a kind the game has no handler
+        for: it could never run.
+        """
+        if self.kinds is not None and kind not in self.kinds:
+            raise UnknownEventKind(
+                f"no handler is registered for event kind {kind[:64]!r}; register one in "
+                "the game's register_handlers"
+            )
+        event_id = self.ids.next_id()
+        self.events.append(
+            NewEvent(kind, place_id, due_ms, dict(payload or {}), priority=priority, id=event_id)
+        )
+        return event_id
+
+    async def cancel(self, event_id: int) -> bool:
+        """Cancel a pending durable event in this transaction; False if it already ran."""
+        deleted = await self.session.execute(
+            delete(ScheduledEvent)
+            .where(ScheduledEvent.id == event_id)
+            .returning(ScheduledEvent.village_id)
+        )
+        place_id = deleted.scalar_one_or_none()
+        if place_id is None:
+            return False
+        self.cancelled.append((place_id, event_id))
+        return True
+
+    def touch_players(self, player_ids: Iterable[int | None]) -> None:
+        """These players' snapshots change too (e.g. the target of an attack)."""
+        self.touched.update(p for p in player_ids if p is not None)
+
+    def after_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run ``callback`` once the transaction committed; a failure is logged only:
+        the committed rows are the truth."""
+        self.callbacks.append(callback)

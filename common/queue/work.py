@@ -1,0 +1,64 @@
+"""The unit of work after a game transaction commits: index, tidy, call back, bump.
+
+The web tier (one command) and the task server (a batch of events) both
+collect what their committed transactions left to do in a ``Committed`` and
+call ``finish`` once. Failures here are logged, never raised: the commit is
+the truth, the reconciler indexes any event Redis missed, and a stale
+snapshot is rebuilt at the next bump.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from common.snapshot_versions import bump_versions
+
+if TYPE_CHECKING:
+    from common.queue.eventqueue import EventQueue
+    from common.queue.events import Event
+    from common.queue.tx import Tx
+
+log = logging.getLogger("common.queue.work")
+
+
+@dataclass
+class Committed:
+    events: list[Event] = field(default_factory=list)
+    cancelled: list[tuple[int, int]] = field(default_factory=list)
+    players: set[int] = field(default_factory=set)
+    callbacks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def add(self, tx: Tx, events: list[Event]) -> None:
+        """``tx`` committed, with ``events`` its durable events as written."""
+        self.events.extend(events)
+        self.cancelled.extend(tx.cancelled)
+        self.players.update(tx.touched)
+        if tx.player_id is not None:
+            self.players.add(tx.player_id)
+        self.callbacks.extend(tx.callbacks)
+
+    def __bool__(self) -> bool:
+        return bool(self.events or self.cancelled or self.players or self.callbacks)
+
+    async def finish(self, queue: EventQueue, now_ms: int, where: str) -> None:
+        """Index the events, tidy cancelled ones, run callbacks, bump snapshot versions."""
+        try:
+            if self.events:
+                await queue.index(self.events)
+            for place_id, event_id in self.cancelled:
+                await queue.cancel(place_id, event_id)
+        except Exception as exc:
+            log.warning("%s: indexing events failed (%s); the reconciler will", where, exc)
+        for callback in self.callbacks:
+            try:
+                await callback()
+            except Exception:
+                log.exception("%s: an after-commit callback failed", where)
+        if self.players:
+            try:
+                await bump_versions(queue.redis, queue.prefix, self.players, now_ms)  # type: ignore[arg-type]
+            except Exception as exc:
+                log.warning("%s: bumping snapshot versions failed: %s", where, exc)

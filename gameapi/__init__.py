@@ -1,0 +1,51 @@
+"""The framework's public API for games: a game imports from here and nowhere else.
+
+See ``gameapi.game`` for what a game declares, README "Writing a game" for a
+walk-through and ``examples/`` for two games built on nothing else.
+"""
+
+from __future__ import annotations
+
+from common.amounts import SCALE, to_fixed, to_units
+from common.queue.events import Event
+from common.queue.handlers import Handler, HandlerRegistry
+from common.queue.policy import RetryPolicy
+from common.queue.tx import Tx, UnknownEventKind
+from db.models import NAMING, Player, Village
+from gameapi.game import Game, PlaceTemplate, Resource, SnapshotPart
+from gameapi.loading import handler_registry, load_game
+from gameapi.places import NotYourPlace, own_place
+from gameapi.routes import CommandRoute, QueryRoute
+from webfront.validation import Id, Out, Query, StrictBody
+
+places = Village.__table__
+players = Player.__table__
+
+__all__ = [
+    "NAMING",
+    "SCALE",
+    "CommandRoute",
+    "Event",
+    "Game",
+    "Handler",
+    "HandlerRegistry",
+    "Id",
+    "NotYourPlace",
+    "Out",
+    "PlaceTemplate",
+    "Query",
+    "QueryRoute",
+    "Resource",
+    "RetryPolicy",
+    "SnapshotPart",
+    "StrictBody",
+    "Tx",
+    "UnknownEventKind",
+    "handler_registry",
+    "load_game",
+    "own_place",
+    "places",
+    "players",
+    "to_fixed",
+    "to_units",
+]
