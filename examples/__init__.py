@@ -1,1 +1,2 @@
-"""Example games built only on the public game API (``gameapi``)."""
+"""Games built on the framework's public API (``gameapi``) only: run one with
+``GAME=examples.<name>`` from the repository root."""

@@ -47,7 +47,7 @@ def _load(game: str) -> Game:
     found = getattr(module, "GAME", None)
     if not isinstance(found, Game):
         raise ConfigError(f"GAME={game}: {module_name} defines no GAME = gameapi.Game(...)")
-    _check(found, module_name)
+    _check(found, f"GAME={game}: {module_name}")
     return found
 
 

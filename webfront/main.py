@@ -25,6 +25,7 @@ from aiohttp import web
 
 from common.entrypoint import run_async, setup_logging
 from common.errors import FatalError
+from gameapi.loading import load_game
 from common.redis_conn import check_redis, create_redis
 from common.settings import Settings, load_settings
 from db.engine import check_database, create_engine
@@ -38,7 +39,9 @@ _STOP_GRACE_S = 10.0
 
 
 async def preflight(settings: Settings) -> None:
-    """Fail fast, with one clear line, on an unreachable server or an unmigrated database."""
+    """Fail fast, with one clear line, on a game that does not load, an unreachable server
+    or an unmigrated database."""
+    load_game(settings.game)
     redis = create_redis(settings)
     try:
         await check_redis(redis, settings.redis_url)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from common.ids import IdGenerator
+    from db.stock import Stocks
 
 
 class UnknownEventKind(ScheduleError):
@@ -32,7 +33,8 @@ class UnknownEventKind(ScheduleError):
 class Tx:
     """A game transaction.
 
-    ``session``: the AsyncSession of the transaction. ``now_ms``: the time the
+    ``session``: the AsyncSession of the transaction. ``stocks``: the game's stock
+    statements (settle, spend, deposit, rates). ``now_ms``: the time the
     work happens at (a command's arrival, an event's run). ``player_id``: the
     commanding player (None in handlers). ``kinds``: the event kinds the loaded
     game handles (None: not checked, e.g. the queue's own tests).
@@ -40,6 +42,7 @@ class Tx:
 
     __slots__ = (
         "_session",
+        "_stocks",
         "callbacks",
         "cancelled",
         "events",
@@ -60,6 +63,7 @@ class Tx:
         *,
         kinds: Container[str] | None = None,
         player_id: int | None = None,
+        stocks: Stocks | None = None,
     ) -> None:
         self._session = session
         self.now_ms = now_ms
@@ -67,6 +71,7 @@ class Tx:
         self.ids = ids
         self.kinds = kinds
         self.player_id = player_id
+        self._stocks = stocks
         self.events: list[NewEvent] = []
         self.cancelled: list[tuple[int, int]] = []  # (place id, event id)
         self.touched: set[int] = set()
@@ -80,6 +85,13 @@ class Tx:
                 "register it with durable=True to use tx.session"
             )
         return self._session
+
+    @property
+    def stocks(self) -> Stocks:
+        """The loaded game's stock statements (``gameapi.Stocks``, from its resources)."""
+        if self._stocks is None:
+            raise RuntimeError("this transaction was made without the game's stocks")
+        return self._stocks
 
     @property
     def has_session(self) -> bool:

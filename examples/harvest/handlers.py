@@ -1,0 +1,34 @@
+"""``harvest_done``: at its due time the farm's grain production rises by the event's gain."""
+
+from __future__ import annotations
+
+from gameapi import Event, HandlerRegistry, Tx, places
+from sqlalchemy import select
+
+HARVEST_DONE = "harvest_done"
+HARVEST_S = 60  # at world speed 1
+
+
+def harvest_ms(world_speed: float) -> int:
+    return max(1, round(HARVEST_S * 1000 / world_speed))
+
+
+async def harvest_done(tx: Tx, events: list[Event]) -> None:
+    stocks = tx.stocks  # built from RESOURCES by the framework
+    rate = stocks.table.c.grain_rate
+    for event in events:  # in run order: (due_ms, priority, id)
+        current = await tx.session.scalar(
+            select(rate).where(stocks.table.c.village_id == event.village_id)
+        )
+        if current is None:  # the farm was deleted meanwhile
+            continue
+        new_rate = {"grain": current + int(event.payload["gain"])}
+        await stocks.set_rates(tx.session, event.village_id, new_rate, event.due_ms)
+        owner = await tx.session.scalar(
+            select(places.c.player_id).where(places.c.id == event.village_id)
+        )
+        tx.touch_players([owner])  # their snapshot changed
+
+
+def register(registry: HandlerRegistry, settings: object) -> None:
+    registry.register(HARVEST_DONE, harvest_done)
