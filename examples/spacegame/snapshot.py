@@ -19,27 +19,32 @@ from examples.spacegame.models import Building, Fleet, Order, Planet, Report, Re
 PLACES = gameapi.places.c
 
 
+def _select(*columns: Any) -> Select[Any]:
+    """``select`` typed as SnapshotPart's query expects, whatever the columns' types."""
+    return _select(*columns)
+
+
 def _planet() -> Select[Any]:
-    return select(Planet.place_id.label("place_id"), literal("temperature"), Planet.temperature)
+    return _select(Planet.place_id.label("place_id"), literal("temperature"), Planet.temperature)
 
 
 def _buildings() -> Select[Any]:
-    return select(Building.place_id.label("place_id"), Building.name, Building.level)
+    return _select(Building.place_id.label("place_id"), Building.name, Building.level)
 
 
 def _ships() -> Select[Any]:
-    return select(Ships.place_id.label("place_id"), Ships.name, Ships.count)
+    return _select(Ships.place_id.label("place_id"), Ships.name, Ships.count)
 
 
 def _research() -> Select[Any]:
     # research belongs to the player: every planet of theirs shows it
-    return select(PLACES.id.label("place_id"), Research.name, Research.level).join(
+    return _select(PLACES.id.label("place_id"), Research.name, Research.level).join(
         Research, Research.player_id == PLACES.player_id
     )
 
 
 def _orders() -> Select[Any]:
-    return select(
+    return _select(
         Order.place_id.label("place_id"),
         Order.queue,
         Order.item,
@@ -50,7 +55,7 @@ def _orders() -> Select[Any]:
 
 
 def _fleets() -> Select[Any]:
-    return select(
+    return _select(
         Fleet.origin_id.label("place_id"),
         Fleet.id,
         Fleet.target_id,
@@ -66,7 +71,7 @@ def _fleets() -> Select[Any]:
 
 
 def _incoming() -> Select[Any]:
-    return select(
+    return _select(
         Fleet.target_id.label("place_id"),
         Fleet.id,
         Fleet.owner_id,

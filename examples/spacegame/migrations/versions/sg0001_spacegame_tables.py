@@ -7,6 +7,8 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from gameapi.migration import add_stock_columns
@@ -20,11 +22,11 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 RESOURCES = ("metal", "crystal", "deuterium")
 
 
-def _place(name: str = "place_id", **kw: object) -> sa.Column[int]:
+def _place(name: str = "place_id", **kw: Any) -> sa.Column[int]:
     return sa.Column(name, sa.BigInteger(), sa.ForeignKey("villages.id", ondelete="CASCADE"), **kw)
 
 
-def _player(name: str = "player_id", **kw: object) -> sa.Column[int]:
+def _player(name: str = "player_id", **kw: Any) -> sa.Column[int]:
     return sa.Column(name, sa.BigInteger(), sa.ForeignKey("players.id", ondelete="CASCADE"), **kw)
 
 
