@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gameapi import CommandRoute, Id, StrictBody, Tx, own_place, to_fixed
-
 from examples.harvest.handlers import HARVEST_DONE, harvest_ms
+from gameapi import CommandRoute, Id, StrictBody, Tx, own_place, to_fixed
 
 SEED_COST = 50  # grain
 GAIN = 20  # grain per hour the harvest adds to the farm's production

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gameapi import Event, HandlerRegistry, Tx, places
 from sqlalchemy import select
+
+from gameapi import Event, HandlerRegistry, Tx, places
 
 HARVEST_DONE = "harvest_done"
 HARVEST_S = 60  # at world speed 1

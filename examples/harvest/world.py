@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from gameapi import Game, PlaceTemplate, Resource
-
 from examples.harvest import commands, handlers
+from gameapi import Game, PlaceTemplate, Resource
 
 RESOURCES = (Resource("grain", cap="barn"),)
 

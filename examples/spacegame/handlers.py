@@ -48,7 +48,7 @@ async def on_build_done(tx: gameapi.Tx, events: list[gameapi.Event]) -> None:
             .where(Building.place_id == order.place_id, Building.name == order.item)
             .values(level=order.amount)
         )
-        await state.apply_production(tx.session, [order.place_id], order.done_ms, tx.world_speed)
+        await state.apply_production(tx, [order.place_id], order.done_ms)
 
 
 async def on_research_done(tx: gameapi.Tx, events: list[gameapi.Event]) -> None:
@@ -108,7 +108,7 @@ async def _send_home(
 async def _transport(tx: gameapi.Tx, fleet: Fleet, target_id: int, owner: int | None) -> None:
     cargo = _cargo(fleet)
     # storage caps the delivery: what does not fit is lost, as in a full OGame storage
-    await state.stocks().deposit(tx.session, target_id, state.fixed(cargo), fleet.arrive_ms)
+    await tx.stocks.deposit(tx.session, target_id, state.fixed(cargo), fleet.arrive_ms)
     body = {"origin_id": fleet.origin_id, "target_id": target_id, "cargo": cargo}
     await _report(tx.session, [fleet.owner_id, owner], "transport", fleet.arrive_ms, body)
     await _send_home(tx, fleet, dict(fleet.ships), dict.fromkeys(RESOURCES, 0))
@@ -124,10 +124,10 @@ async def _attack(tx: gameapi.Tx, fleet: Fleet, target_id: int, owner: int | Non
     lost = outcome.losses(defender, outcome.defender_left)
     if lost and not await state.take_ships(session, target_id, lost):
         raise RuntimeError("defending ships changed during the battle's transaction")
-    stock = await state.stock_units(session, target_id, at)
+    stock = await state.stock_units(tx, target_id, at)
     loot = attack_loot(outcome, stock)
     if any(loot.values()):
-        spent = await state.stocks().spend(session, target_id, state.fixed(loot), at)
+        spent = await tx.stocks.spend(session, target_id, state.fixed(loot), at)
         if spent is None:
             raise RuntimeError("loot exceeds the settled stock it was computed from")
     body = {
@@ -175,7 +175,7 @@ async def on_fleet_return(tx: gameapi.Tx, events: list[gameapi.Event]) -> None:
         await state.add_ships(tx.session, fleet.origin_id, fleet.ships)
         cargo = _cargo(fleet)
         if any(cargo.values()):
-            await state.stocks().deposit(
+            await tx.stocks.deposit(
                 tx.session, fleet.origin_id, state.fixed(cargo), fleet.arrive_ms
             )
         await tx.session.execute(delete(Fleet).where(Fleet.id == fleet.id))

@@ -18,11 +18,6 @@ from examples.spacegame.models import Building, Planet, Research, Ships
 DECLARED: tuple[gameapi.Resource, ...] = tuple(gameapi.Resource(r, cap=r) for r in RESOURCES)
 
 
-def stocks() -> gameapi.Stocks:
-    """The stock statements built from this game's declaration (one object, cached)."""
-    return gameapi.stocks_for(DECLARED)
-
-
 async def levels(session: AsyncSession, place_id: int) -> dict[str, int]:
     rows = await session.execute(
         select(Building.name, Building.level).where(Building.place_id == place_id)
@@ -53,9 +48,9 @@ async def owner_of(session: AsyncSession, place_id: int) -> int | None:
     return found.scalar_one_or_none()
 
 
-async def stock_units(session: AsyncSession, place_id: int, at_ms: int) -> dict[str, int]:
+async def stock_units(tx: gameapi.Tx, place_id: int, at_ms: int) -> dict[str, int]:
     """The planet's resources in whole units, settled at ``at_ms``."""
-    st = stocks()
+    st, session = tx.stocks, tx.session
     await st.settle(session, [place_id], at_ms)
     row = (
         await session.execute(
@@ -101,19 +96,18 @@ async def raise_research(session: AsyncSession, player_id: int, name: str, level
         await session.execute(insert(Research).values(player_id=player_id, name=name, level=level))
 
 
-async def apply_production(
-    session: AsyncSession, place_ids: Iterable[int], at_ms: int, world_speed: float
-) -> None:
+async def apply_production(tx: gameapi.Tx, place_ids: Iterable[int], at_ms: int) -> None:
     """Set each planet's rates and caps from its buildings, from ``at_ms`` on."""
+    session = tx.session
     for place_id in place_ids:
         lv = await levels(session, place_id)
         temp = (
             await session.execute(select(Planet.temperature).where(Planet.place_id == place_id))
         ).scalar_one()
-        await stocks().set_rates(
+        await tx.stocks.set_rates(
             session,
             place_id,
-            economy.production(lv, temp, world_speed),
+            economy.production(lv, temp, tx.world_speed),
             at_ms,
             caps=economy.capacities(lv),
         )
