@@ -59,4 +59,5 @@ GAME = gameapi.Game(
     tables=METADATA,
     migrations=HERE / "migrations" / "versions",
     snapshot_parts=PARTS,
+    static_dir=HERE / "static",
 )

@@ -122,7 +122,7 @@ async def test_rule_refusals_answer_the_error_shape(world: World) -> None:
         ("sg/fleet/send", {"planet_id": pid, "target_id": bob, "mission": "attack",
                            "ships": {"light_fighter": 1}}, 409, "not_enough"),
         ("sg/fleet/send", {"planet_id": pid, "target_id": pid, "mission": "transport",
-                           "ships": {"small_cargo": 1}}, 409, "not_enough"),
+                           "ships": {"small_cargo": 1}}, 400, "invalid_fleet"),
         ("sg/fleet/recall", {"fleet_id": 12345}, 404, "unknown_target"),
     ]  # fmt: skip
     for path, body, status, code in cases:
