@@ -25,11 +25,11 @@ from aiohttp import web
 
 from common.entrypoint import run_async, setup_logging
 from common.errors import FatalError
-from gameapi.loading import load_game
 from common.redis_conn import check_redis, create_redis
 from common.settings import Settings, load_settings
 from db.engine import check_database, create_engine
 from db.migrate import require_current
+from gameapi.loading import load_game
 from webfront.app import create_app
 
 log = logging.getLogger("webfront")
