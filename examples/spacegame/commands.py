@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError
 
 import gameapi
 from examples.spacegame import economy, ships, state, travel
@@ -90,27 +89,30 @@ async def _queue(
     done_ms: int,
     kind: str,
 ) -> dict[str, Any]:
-    """Occupy the queue's slot with an order finished by an event at ``done_ms``."""
+    """Occupy the queue's slot with an order finished by an event at ``done_ms``.
+
+    Called after the spend: its UPDATE locks the planet's stock row, so a concurrent
+    order for the same planet waits for this one's commit and then sees the slot
+    taken. The unique ``slot`` is the backstop (research is per player: two planets
+    racing for it would fail one command with the constraint instead).
+    """
     busy = await tx.session.execute(select(Order.id).where(Order.slot == slot))
     if busy.first() is not None:
         raise QueueBusy(f"the {queue} queue is busy")
     event_id = tx.schedule(kind, place_id, done_ms)
-    row = {
-        "slot": slot,
-        "queue": queue,
-        "place_id": place_id,
-        "player_id": tx.player_id,
-        "item": item,
-        "amount": amount,
-        "started_ms": tx.now_ms,
-        "done_ms": done_ms,
-        "event_id": event_id,
-    }
-    try:  # a concurrent order took the slot between the check and here
-        async with tx.session.begin_nested():
-            await tx.session.execute(insert(Order).values(row))
-    except IntegrityError:
-        raise QueueBusy(f"the {queue} queue is busy") from None
+    await tx.session.execute(
+        insert(Order).values(
+            slot=slot,
+            queue=queue,
+            place_id=place_id,
+            player_id=tx.player_id,
+            item=item,
+            amount=amount,
+            started_ms=tx.now_ms,
+            done_ms=done_ms,
+            event_id=event_id,
+        )
+    )
     return {"queue": queue, "item": item, "amount": amount, "done_ms": done_ms}
 
 
