@@ -1,105 +1,115 @@
 """spacegame: stock columns for metal, crystal and deuterium; the game's sg_ tables
 
+Constraint names follow the framework's naming convention (``gameapi.NAMING``),
+so they are the same on every database and match the models.
+
 Revision ID: sg0001
 Revises:
-Create Date: 2026-12-01
+Create Date: 2026-12-01 12:40:00.000000
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 from alembic import op
-from gameapi.migration import add_stock_columns
+from gameapi.migration import add_stock_columns, drop_stock_columns
+
+from gameapi import Resource
 
 revision = "sg0001"
 down_revision = None
 branch_labels = ("spacegame",)
 depends_on = "0003"
 
+RESOURCES = [Resource(r, cap=r) for r in ("metal", "crystal", "deuterium")]
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-RESOURCES = ("metal", "crystal", "deuterium")
 
 
-def _place(name: str = "place_id", **kw: Any) -> sa.Column[int]:
-    return sa.Column(name, sa.BigInteger(), sa.ForeignKey("villages.id", ondelete="CASCADE"), **kw)
+def _fk(table: str, column: str, target: str, ondelete: str = "CASCADE") -> sa.ForeignKeyConstraint:
+    return sa.ForeignKeyConstraint(
+        [column], [f"{target}.id"], name=f"fk_{table}_{column}_{target}", ondelete=ondelete
+    )
 
 
-def _player(name: str = "player_id", **kw: Any) -> sa.Column[int]:
-    return sa.Column(name, sa.BigInteger(), sa.ForeignKey("players.id", ondelete="CASCADE"), **kw)
+def _index(table: str, column: str, unique: bool = False) -> None:
+    op.create_index(f"ix_{table}_{column}", table, [column], unique=unique)
 
 
 def upgrade() -> None:
-    from gameapi import Resource
-
-    add_stock_columns(op, [Resource(r, cap=r) for r in RESOURCES])
+    add_stock_columns(op, RESOURCES)
     op.create_table(
         "sg_planets",
-        _place(primary_key=True),
+        sa.Column("place_id", sa.BigInteger(), nullable=False),
         sa.Column("temperature", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("place_id", name="pk_sg_planets"),
+        _fk("sg_planets", "place_id", "villages"),
     )
-    op.create_table(
-        "sg_buildings",
-        _place(primary_key=True),
-        sa.Column("name", sa.String(32), primary_key=True),
-        sa.Column("level", sa.Integer(), nullable=False),
-    )
-    op.create_table(
-        "sg_ships",
-        _place(primary_key=True),
-        sa.Column("name", sa.String(32), primary_key=True),
-        sa.Column("count", sa.BigInteger(), nullable=False),
-    )
-    op.create_table(
-        "sg_research",
-        _player(primary_key=True),
-        sa.Column("name", sa.String(32), primary_key=True),
-        sa.Column("level", sa.Integer(), nullable=False),
-    )
+    for table, owner, target, value in (
+        ("sg_buildings", "place_id", "villages", sa.Column("level", sa.Integer(), nullable=False)),
+        ("sg_ships", "place_id", "villages", sa.Column("count", sa.BigInteger(), nullable=False)),
+        ("sg_research", "player_id", "players", sa.Column("level", sa.Integer(), nullable=False)),
+    ):
+        op.create_table(
+            table,
+            sa.Column(owner, sa.BigInteger(), nullable=False),
+            sa.Column("name", sa.String(32), nullable=False),
+            value,
+            sa.PrimaryKeyConstraint(owner, "name", name=f"pk_{table}"),
+            _fk(table, owner, target),
+        )
     op.create_table(
         "sg_orders",
-        sa.Column("id", BigId, primary_key=True, autoincrement=True),
-        sa.Column("slot", sa.String(48), nullable=False, unique=True),
+        sa.Column("id", BigId, autoincrement=True, nullable=False),
+        sa.Column("slot", sa.String(48), nullable=False),
         sa.Column("queue", sa.String(16), nullable=False),
-        _place(nullable=False, index=True),
-        _player(nullable=False),
+        sa.Column("place_id", sa.BigInteger(), nullable=False),
+        sa.Column("player_id", sa.BigInteger(), nullable=False),
         sa.Column("item", sa.String(32), nullable=False),
         sa.Column("amount", sa.BigInteger(), nullable=False),
         sa.Column("started_ms", sa.BigInteger(), nullable=False),
         sa.Column("done_ms", sa.BigInteger(), nullable=False),
-        sa.Column("event_id", sa.BigInteger(), nullable=False, index=True, unique=True),
+        sa.Column("event_id", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_sg_orders"),
+        sa.UniqueConstraint("slot", name="uq_sg_orders_slot"),
+        _fk("sg_orders", "place_id", "villages"),
+        _fk("sg_orders", "player_id", "players"),
     )
+    _index("sg_orders", "place_id")
+    _index("sg_orders", "event_id", unique=True)
     op.create_table(
         "sg_fleets",
-        sa.Column("id", BigId, primary_key=True, autoincrement=True),
-        _player("owner_id", nullable=False, index=True),
-        _place("origin_id", nullable=False, index=True),
-        sa.Column(
-            "target_id",
-            sa.BigInteger(),
-            sa.ForeignKey("villages.id", ondelete="SET NULL"),
-            nullable=True,
-            index=True,
-        ),
+        sa.Column("id", BigId, autoincrement=True, nullable=False),
+        sa.Column("owner_id", sa.BigInteger(), nullable=False),
+        sa.Column("origin_id", sa.BigInteger(), nullable=False),
+        sa.Column("target_id", sa.BigInteger(), nullable=True),
         sa.Column("mission", sa.String(16), nullable=False),
         sa.Column("state", sa.String(8), nullable=False),
         sa.Column("ships", sa.JSON(), nullable=False),
-        *(sa.Column(r, sa.BigInteger(), nullable=False) for r in RESOURCES),
+        *(sa.Column(r.name, sa.BigInteger(), nullable=False) for r in RESOURCES),
         sa.Column("speed_pct", sa.Integer(), nullable=False),
         sa.Column("depart_ms", sa.BigInteger(), nullable=False),
         sa.Column("arrive_ms", sa.BigInteger(), nullable=False),
-        sa.Column("event_id", sa.BigInteger(), nullable=False, index=True, unique=True),
+        sa.Column("event_id", sa.BigInteger(), nullable=False),
         sa.Column("seed", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_sg_fleets"),
+        _fk("sg_fleets", "owner_id", "players"),
+        _fk("sg_fleets", "origin_id", "villages"),
+        _fk("sg_fleets", "target_id", "villages", ondelete="SET NULL"),
     )
+    for column in ("owner_id", "origin_id", "target_id"):
+        _index("sg_fleets", column)
+    _index("sg_fleets", "event_id", unique=True)
     op.create_table(
         "sg_reports",
-        sa.Column("id", BigId, primary_key=True, autoincrement=True),
-        _player(nullable=False, index=True),
+        sa.Column("id", BigId, autoincrement=True, nullable=False),
+        sa.Column("player_id", sa.BigInteger(), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("created_ms", sa.BigInteger(), nullable=False),
         sa.Column("body", sa.JSON(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_sg_reports"),
+        _fk("sg_reports", "player_id", "players"),
     )
+    _index("sg_reports", "player_id")
 
 
 def downgrade() -> None:
@@ -107,3 +117,4 @@ def downgrade() -> None:
         op.drop_table(table)
     op.drop_table("sg_buildings")
     op.drop_table("sg_planets")
+    drop_stock_columns(op, RESOURCES)
