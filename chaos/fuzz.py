@@ -48,7 +48,7 @@ from webfront.passwords import ScryptParams
 
 PASSWORD = "fuzzing password 1"
 _SKIP_AUTHED = {"/api/logout"}  # it would end the session the fuzzer uses
-_SKIP = {"/static/{filename}", "/"}
+_SKIP = {"/static/{filename}", "/sdk/{filename}", "/"}
 RELAXED = WebConfig(
     scrypt=ScryptParams(n=2**10, r=8, p=1),
     login_per_account=Limit(10**6, 60_000),

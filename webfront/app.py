@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from aiohttp import web
 
@@ -45,10 +44,9 @@ from webfront.state import (
     SESSIONS,
     SETTINGS,
 )
+from webfront.static_files import INDEX, SDK_DIR, client_dir
 
 __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
-
-STATIC_DIR = Path(__file__).with_name("static")
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
@@ -126,24 +124,40 @@ async def _id_node(app: web.Application) -> AsyncIterator[None]:
     await lease.release()
 
 
-async def index(_request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC_DIR / "index.html")
+def client_endpoints(game: str) -> list[Endpoint]:
+    """``/``, ``/static/`` (the game's client or the generic page) and ``/sdk/``."""
+    folder = client_dir(game)
 
+    async def index(_request: web.Request) -> web.FileResponse:
+        return web.FileResponse(folder / INDEX)
 
-CLIENT_ENDPOINTS = [
-    Endpoint("GET", "/", index, "The browser client", "client", auth=False, media_type="text/html"),
-    Endpoint(
-        "GET",
-        "/static/{filename}",
-        None,
-        "Files of the browser client",
-        "client",
-        auth=False,
-        media_type="application/octet-stream",
-        errors=(404,),
-        static_dir=STATIC_DIR,
-    ),
-]
+    return [
+        Endpoint(
+            "GET", "/", index, "The browser client", "client", auth=False, media_type="text/html"
+        ),
+        Endpoint(
+            "GET",
+            "/static/{filename}",
+            None,
+            "Files of the browser client (the game's own, or the generic page)",
+            "client",
+            auth=False,
+            media_type="application/octet-stream",
+            errors=(404,),
+            static_dir=folder,
+        ),
+        Endpoint(
+            "GET",
+            "/sdk/{filename}",
+            None,
+            "The browser SDK every client imports (webgame.js)",
+            "client",
+            auth=False,
+            media_type="application/octet-stream",
+            errors=(404,),
+            static_dir=SDK_DIR,
+        ),
+    ]
 
 
 def create_app(
@@ -173,7 +187,7 @@ def create_app(
             *query_endpoints(game.queries, game.rule_errors),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
-            *CLIENT_ENDPOINTS,
+            *client_endpoints(settings.game),
         ],
         metrics,
     )

@@ -17,13 +17,8 @@ hidden tab, reload and logout. Screenshots go to ``artifacts/browser/``.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,23 +27,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
 from redis import Redis
-from sqlalchemy.engine import make_url
 
 from common.snapshot_versions import version_key
+from tests.browser.stack import REPO, Stack, enforce_csp, launch_chromium, run_stack
 from tests.conftest import TEST_REDIS_URL
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "browser"
 WORLD_SPEED = 200  # a woodcutter upgrade takes ~3 s, a march of 5.7 fields 17 s
 MAP_RADIUS = 10
@@ -56,97 +41,17 @@ WAIT_MS = 60_000  # the bound of every wait for the page
 PASSWORD = "browser test password"
 
 
-@dataclass(frozen=True)
-class Stack:
-    url: str
-    db_path: Path
-    redis_prefix: str
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _wait_healthy(url: str, web: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if web.poll() is not None:
-            pytest.fail(f"webfront exited with {web.returncode}:\n{_tail(log)}")
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"webfront did not become healthy within 30 s:\n{_tail(log)}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 @pytest.fixture
 def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
     """webfront and gameserver as subprocesses on a fresh SQLite world and the test Redis."""
-    port = _free_port()
-    bin_dir = Path(sys.executable).parent
-    for script in ("webfront", "gameserver"):
-        if not (bin_dir / script).exists():
-            pytest.fail(f"{bin_dir / script} is missing: install the project (pip install -e .)")
-    env = {
-        **os.environ,
-        "DATABASE_URL": sqlite_url,
-        "REDIS_URL": TEST_REDIS_URL,
-        "REDIS_PREFIX": redis_prefix,
-        "WORLD_SPEED": str(WORLD_SPEED),
-        "MAP_RADIUS": str(MAP_RADIUS),
-        "WEB_HOST": "127.0.0.1",
-        "WEB_PORT": str(port),
-        "GAMESERVER_METRICS_PORT": "0",
-        "GAME": "refgame",
-        # the repository first, so its packages win over a stale editable install
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        ),
-    }
-    logs = {name: tmp_path / f"{name}.log" for name in ("webfront", "gameserver")}
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for name, log in logs.items():
-            with log.open("wb") as out:
-                procs.append(
-                    subprocess.Popen(
-                        [str(bin_dir / name)], env=env, cwd=REPO, stdout=out, stderr=out
-                    )
-                )
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, procs[0], logs["webfront"])
-        yield Stack(url, Path(make_url(sqlite_url).database or ""), redis_prefix)
-        for proc, (name, log) in zip(procs, logs.items(), strict=True):
-            if proc.poll() is not None:
-                pytest.fail(f"{name} exited early with {proc.returncode}:\n{_tail(log)}")
-    finally:
-        for proc in procs:
-            _stop(proc)
-        for name, log in logs.items():  # pytest shows this output when the test failed
-            print(f"---- {name} log (last lines) ----\n{_tail(log, 60)}")
-        client = Redis.from_url(TEST_REDIS_URL)
-        for key in client.scan_iter(match=f"{redis_prefix}:*", count=1000):
-            client.delete(key)
-        client.close()
+    with run_stack(
+        sqlite_url,
+        redis_prefix,
+        tmp_path,
+        game="refgame",
+        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
+    ) as running:
+        yield running
 
 
 def register(url: str, name: str) -> dict[str, int]:
@@ -209,11 +114,12 @@ def ensure_troops(stack: Stack, player_id: int, unit: str, count: int) -> None:
 COUNTDOWN = re.compile(r"^\d+:\d\d$")
 
 
-def new_page(browser: Browser, errors: list[str]) -> Page:
+def new_page(browser: Browser, errors: list[str], url: str) -> Page:
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    enforce_csp(page, f"{url}/", errors)  # the client runs without inline script or style
     return page
 
 
@@ -243,19 +149,12 @@ def set_hidden(page: Page, hidden: bool) -> None:
 
 
 def test_two_players_play_in_chromium(stack: Stack) -> None:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"Debian's Chromium is missing at {CHROMIUM}: apt-get install chromium "
-            "(scripts/ensure-services.sh does); the test never downloads a browser"
-        )
     bob = register(stack.url, "bob")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=WAIT_MS)
     errors: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
+        browser = launch_chromium(pw)
         try:
             play(browser, stack, bob, errors)
         finally:
@@ -264,7 +163,7 @@ def test_two_players_play_in_chromium(stack: Stack) -> None:
 
 
 def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str]) -> None:
-    page = new_page(browser, errors)
+    page = new_page(browser, errors, stack.url)
     polls: list[Polled] = []
     page.on(
         "requestfinished",
@@ -329,8 +228,12 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     # ids are 64-bit: the page reads and writes them digit for digit (a JS number would
     # round 385675733570707457 to ...456 and a recall would name another march)
     big = "385675733570707457"
-    assert page.evaluate(f"String(parseJson('{{\"march_id\": {big}}}').march_id)") == big
-    assert page.evaluate(f"toJson(parseJson('{{\"march_id\": {big}}}'))") == f'{{"march_id":{big}}}'
+    sdk = "import('/sdk/webgame.js').then(({ parseJson, toJson }) => "
+    assert page.evaluate(f"{sdk}String(parseJson('{{\"march_id\": {big}}}').march_id))") == big
+    assert (
+        page.evaluate(f"{sdk}toJson(parseJson('{{\"march_id\": {big}}}')))")
+        == f'{{"march_id":{big}}}'
+    )
 
     # a raid, recalled on its way: the troops come home (the recall names a 64-bit march id)
     home = page.locator("#home-legionnaire")
@@ -352,7 +255,7 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     expect(home).to_have_text(f"({at_home} home)")
 
     # bob logs in in a second browser context and sees the attack coming
-    bob_page = new_page(browser, errors)
+    bob_page = new_page(browser, errors, stack.url)
     bob_page.goto(stack.url)
     bob_page.get_by_label("Name", exact=True).fill("bob")
     bob_page.get_by_label("Password", exact=True).fill(PASSWORD)
@@ -385,7 +288,8 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     assert 304 in [r.status for r in polls if r.headers.get("if-none-match")]
     polls.clear()
     set_hidden(page, True)
-    page.evaluate("pollSoon(0)")  # what a command or a countdown at zero does
+    # what a command or a countdown at zero does (the page's module is loaded once per URL)
+    page.evaluate("import('/static/app.js').then((app) => app.pollSoon(0))")
     page.wait_for_timeout(1500)
     assert [r.url for r in polls] == [], "the hidden tab polled"
     with page.expect_request("**/api/time"), page.expect_request("**/api/snapshot"):

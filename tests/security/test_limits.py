@@ -26,6 +26,7 @@ PUBLIC = {
     ("GET", "/metrics"),  # loopback or metrics token only: test_ops
     ("GET", "/"),
     ("GET", "/static/{filename}"),
+    ("GET", "/sdk/{filename}"),
 }
 
 

@@ -117,13 +117,16 @@ async def test_unknown_route_and_wrong_method(client: TestClient) -> None:
 
 
 async def test_static_files_are_the_folder_s_files_and_nothing_else(client: TestClient) -> None:
-    resp = await client.get("/static/app.js")
+    # the test game has no client of its own: /static/ serves the framework's generic page
+    resp = await client.get("/static/generic.js")
     assert resp.status == 200 and "javascript" in resp.headers["Content-Type"]
-    assert (await client.head("/static/style.css")).status == 200
-    for name in ("nothing.js", "..%2fguard.py", "%2e%2e%2fguard.py", "app.js%00"):
-        resp = await client.get(f"/static/{name}")
-        assert resp.status == 404, name
-        assert _error(await resp.json())["code"] == "not_found"
+    assert (await client.head("/static/generic.css")).status == 200
+    assert (await client.get("/sdk/webgame.js")).status == 200
+    for prefix in ("static", "sdk"):
+        for name in ("nothing.js", "..%2fguard.py", "%2e%2e%2fguard.py", "generic.js%00"):
+            resp = await client.get(f"/{prefix}/{name}")
+            assert resp.status == 404, name
+            assert _error(await resp.json())["code"] == "not_found"
 
 
 BAD_SPENDS: list[tuple[Any, int]] = [

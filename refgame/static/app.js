@@ -1,16 +1,17 @@
-/* The browser client: plain JavaScript, no build step, no framework.
+/* The reference game's browser client: plain JavaScript, no build step, no framework but the SDK.
  *
  * The server sends a snapshot (stocks with their rates, queues and marches with
  * due times) only when something changed. Between snapshots this page moves
  * the counters and countdowns itself, on the server's clock, so it can poll
- * rarely and cheaply (If-None-Match → 304).
+ * rarely and cheaply (If-None-Match → 304). Talking to the server (session,
+ * clock, polling, commands) is the framework's SDK, /sdk/webgame.js.
  */
-'use strict';
+import { WebGame } from '/sdk/webgame.js';
 
 const POLL_MIN_MS = 1000;
 const POLL_MAX_MS = 15000;
 const FRAME_MS = 100; // counters and countdowns are redrawn at most this often
-const MAP_RADIUS = 4; // the map window is (2r+1)² cells around the village
+const MAP_RADIUS = 4; // the map window is (2r+1)² cells around the village (style.css: .map)
 const RECALL_FRACTION = 0.5; // refgame/travel.py: recall while less than half the way is done
 const MS_PER_HOUR = 3600000;
 const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
@@ -22,14 +23,7 @@ const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed fi
 const state = {
   loggedIn: false,
   snap: null, // the last snapshot
-  etag: null,
   villageId: null, // the village on screen
-  offset: 0, // server clock = Date.now() + offset
-  session: 0, // counts logins and logouts
-  quiet: 0, // unchanged polls since the last change or command: drives the back-off
-  timer: 0,
-  inflight: false,
-  again: false, // a poll was asked for while one was running
   pollFailed: false, // the message on screen is a failed poll's
   lastUnread: null, // the unread count the reports list was loaded for
   unitsKey: '', // the units the troop inputs were built for (rebuilt only when it changes)
@@ -39,8 +33,6 @@ const state = {
 
 const $ = (selector) => document.querySelector(selector);
 const label = (name) => name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, ' ');
-const serverNow = () => Date.now() + state.offset;
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /* Builds an element. Text is always added as text nodes, never as HTML, because
  * player and village names are chosen by players. */
@@ -74,73 +66,22 @@ const place = (p) => `${p.name ?? 'abandoned village'} (${p.x}|${p.y})`;
 const troopText = (troops) =>
   troops ? Object.entries(troops).map(([u, n]) => `${n} ${label(u)}`).join(', ') : 'unknown troops';
 
-/* ---- talking to the server ---------------------------------------------- */
+/* ---- talking to the server: the framework's SDK ------------------------- */
 
-/* Ids are 64-bit integers: above 2^53 a JS number would round them and a
- * recall would name another march. Unsafe integers are read as BigInt (with
- * the reviver's source text) and written back digit for digit. */
-function parseJson(text) {
-  return JSON.parse(text, (key, value, context) =>
-    typeof value === 'number' && !Number.isSafeInteger(value) && context && /^-?\d+$/.test(context.source)
-      ? BigInt(context.source)
-      : value);
-}
+const game = new WebGame();
+const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
+const serverNow = () => game.clock.now();
 
-function toJson(body) {
-  return JSON.stringify(body, (key, value) =>
-    typeof value === 'bigint' ? (JSON.rawJSON ? JSON.rawJSON(String(value)) : Number(value)) : value);
-}
+/* GET /api/<path>; an error is shown and answers null. */
+const api = (path, params) => game.query(path, params).catch(failed);
 
-/* An error answer: HTTP status (0: no answer), the API's code and message. */
-const apiError = (status, code, message) => Object.assign(new Error(message), { status, code });
-
-/* One request; a non-2xx answer becomes an apiError carrying the server's message. */
-async function api(method, path, body, headers = {}) {
-  const init = { method, headers: { Accept: 'application/json', ...headers }, cache: 'no-store' };
-  if (method !== 'GET') {
-    init.headers['Content-Type'] = 'application/json'; // required on every POST (CSRF defence)
-    init.body = toJson(body ?? {});
-  }
-  const res = await fetch(path, init).catch(() => null);
-  if (!res) throw apiError(0, 'network', 'The server cannot be reached; check the connection and retry.');
-  return readAnswer(res);
-}
-
-/* The JSON of a 2xx answer; otherwise an apiError with the server's message. */
-async function readAnswer(res) {
-  const text = await res.text();
-  let data = null;
-  try {
-    data = text ? parseJson(text) : null;
-  } catch {
-    // not JSON (a proxy's error page): the status alone is reported
-  }
-  if (res.ok) return data;
-  // 401: the session expired or was revoked (at start-up: there was none, say nothing)
-  if (res.status === 401 && state.loggedIn) loggedOut(state.snap ? 'Your session has ended; log in again.' : null);
-  throw apiError(res.status, data?.error?.code ?? `http_${res.status}`,
-    data?.error?.message ?? `The server answered ${res.status}.`);
-}
-
-/* A game command. "events_pending" means one of the village's events is being
- * applied right now: retrying a moment later is the documented cure. A network
- * failure is retried once with the same Idempotency-Key, so nothing is paid twice. */
+/* A game command. The SDK retries what is safe to retry (no answer, events_pending)
+ * with the same Idempotency-Key, so nothing is paid twice, and polls right after. */
 async function command(path, body, okText, button) {
-  const key = `c${Date.now().toString(36)}${Math.random().toString(36).slice(2)}`;
   if (button) button.disabled = true;
   try {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await api('POST', `/api/${path}`, body, { 'Idempotency-Key': key });
-        break;
-      } catch (error) {
-        const retry = error.code === 'events_pending' || (error.status === 0 && attempt === 0);
-        if (!retry || attempt >= 3) throw error;
-        await sleep(400 * (attempt + 1));
-      }
-    }
+    await game.command(path, body);
     showMessage(okText, 'ok');
-    pollSoon(0); // the command changed the snapshot: fetch it now, back-off reset
     return true;
   } catch (error) {
     showMessage(error.message);
@@ -150,74 +91,9 @@ async function command(path, body, okText, button) {
   }
 }
 
-/* Clock offset from GET /api/time: the server stamped its time somewhere within
- * the round trip, best guess the midpoint, so the error is at most RTT/2 and the
- * sample with the smallest RTT is kept. */
-async function syncClock(samples = 4) {
-  let bestRtt = Infinity;
-  for (let i = 0; i < samples; i++) {
-    const t0 = Date.now();
-    const data = await api('GET', '/api/time').catch(() => null);
-    if (!data) return; // keep the old offset; the next resync tries again
-    const t1 = Date.now();
-    if (t1 - t0 < bestRtt) {
-      bestRtt = t1 - t0;
-      state.offset = data.server_time_ms - (t0 + t1) / 2;
-    }
-  }
-}
-
-/* ---- polling ------------------------------------------------------------- */
-
-function schedulePoll(ms) {
-  clearTimeout(state.timer);
-  if (!state.loggedIn || document.hidden) return; // a hidden tab does not poll; visibilitychange resumes
-  state.timer = setTimeout(poll, ms);
-}
-
-/* Something is expected to change (a command was sent, a countdown ended):
- * poll soon and start the back-off again from the minimum. */
-function pollSoon(ms = 0) {
-  state.quiet = 0;
-  schedulePoll(ms);
-}
-
-async function poll() {
-  if (state.inflight) {
-    state.again = true;
-    return;
-  }
-  state.inflight = true;
-  const session = state.session; // a logout or login meanwhile makes this answer stale
-  let changed = false;
-  try {
-    const headers = { Accept: 'application/json' };
-    if (state.etag) headers['If-None-Match'] = state.etag; // → 304 after one Redis read
-    const res = await fetch('/api/snapshot', { headers, cache: 'no-store' });
-    if (res.status === 304) {
-      await res.text(); // read the empty body, or the request counts as aborted
-    } else {
-      const snap = await readAnswer(res);
-      if (session === state.session) {
-        state.etag = res.headers.get('ETag');
-        applySnapshot(snap);
-        changed = true;
-      }
-    }
-    if (state.pollFailed) hideMessage();
-    state.pollFailed = false;
-  } catch (error) {
-    if (state.loggedIn) {
-      showMessage('status' in error ? error.message : 'The server cannot be reached; retrying.');
-      state.pollFailed = true;
-    }
-  } finally {
-    state.inflight = false;
-  }
-  // Back-off: 1 s after a change, then 1, 2, 4, 8, 15 s while nothing changes.
-  state.quiet = changed || state.again ? 0 : state.quiet + 1;
-  schedulePoll(state.again ? 0 : Math.min(POLL_MIN_MS * 2 ** Math.max(0, state.quiet - 1), POLL_MAX_MS));
-  state.again = false;
+/* Something is expected to change (a countdown ended): poll soon, back-off reset. */
+export function pollSoon(ms = 0) {
+  poller.soon(ms);
 }
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -415,14 +291,13 @@ function frame(force = false) {
 async function loadMap() {
   const v = village();
   if (!v) return;
-  const map = await api('GET', `/api/map?x=${v.x}&y=${v.y}&radius=${MAP_RADIUS}`).catch(failed);
+  const map = await api('map', { x: v.x, y: v.y, radius: MAP_RADIUS });
   if (map) renderMap(map, v);
 }
 
 function renderMap(map, v) {
   const at = new Map(map.villages.map((w) => [`${w.x},${w.y}`, w]));
   const grid = $('#map');
-  grid.style.gridTemplateColumns = `repeat(${2 * MAP_RADIUS + 1}, 1fr)`;
   const cells = [];
   // The whole window, also where it passes the map's edge, so the village stays in the middle.
   for (let y = v.y + MAP_RADIUS; y >= v.y - MAP_RADIUS; y--) { // north (larger y) at the top
@@ -451,7 +326,7 @@ function renderMap(map, v) {
 }
 
 async function loadReports() {
-  const data = await api('GET', '/api/reports?per_page=10').catch(failed);
+  const data = await api('reports', { per_page: 10 });
   if (!data) return;
   const badge = $('#unread');
   badge.hidden = !data.unread;
@@ -466,7 +341,7 @@ async function loadReports() {
 }
 
 async function openReport(id) {
-  const report = await api('GET', `/api/reports/${id}`).catch(failed);
+  const report = await api(`reports/${id}`);
   if (!report) return;
   pollSoon(0); // reading it changed the unread count
   const box = $('#report-detail');
@@ -530,17 +405,15 @@ function showGame(on) {
 }
 
 async function loggedIn() {
-  Object.assign(state, { loggedIn: true, snap: null, etag: null, villageId: null, lastUnread: null, unitsKey: '' });
-  state.session++;
+  Object.assign(state, { loggedIn: true, snap: null, villageId: null, lastUnread: null, unitsKey: '' });
   $('#auth').hidden = $('#report-detail').hidden = true;
-  await syncClock();
-  pollSoon(0);
+  await game.clock.sync();
+  poller.start(); // a new session: no ETag, a stale answer of the old one is dropped
 }
 
 function loggedOut(message) {
-  Object.assign(state, { loggedIn: false, snap: null, etag: null });
-  state.session++;
-  clearTimeout(state.timer);
+  Object.assign(state, { loggedIn: false, snap: null });
+  poller.stop();
   showGame(false);
   setText($('#clock'), '');
   if (message) showMessage(message);
@@ -548,12 +421,13 @@ function loggedOut(message) {
 
 async function onAuthSubmit(event) {
   event.preventDefault();
-  const mode = event.submitter?.value === 'register' ? 'register' : 'login';
-  const body = { name: $('#auth-name').value.trim(), password: $('#auth-password').value };
+  const register = event.submitter?.value === 'register';
+  const name = $('#auth-name').value.trim();
+  const password = $('#auth-password').value;
   const buttons = event.target.querySelectorAll('button');
   buttons.forEach((b) => { b.disabled = true; });
   try {
-    await api('POST', `/api/${mode}`, body); // the session cookie is set by the answer
+    await (register ? game.register(name, password) : game.login(name, password)); // sets the cookie
     $('#auth-password').value = '';
     hideMessage();
     await loggedIn();
@@ -599,7 +473,7 @@ function start() {
   $('#map-refresh').addEventListener('click', loadMap);
   $('#message-close').addEventListener('click', hideMessage);
   $('#logout').addEventListener('click', async () => {
-    await api('POST', '/api/logout', {}).catch(() => null); // gone already? logged out either way
+    await game.logout().catch(() => null); // unreachable? the page logs out all the same
     loggedOut(null);
   });
   $('#village-select').addEventListener('change', (event) => {
@@ -607,21 +481,26 @@ function start() {
     render();
     loadMap();
   });
-  // A hidden tab stops polling (schedulePoll); coming back, the clock may have
-  // drifted (sleep, NTP), so resync it and fetch what changed meanwhile.
-  document.addEventListener('visibilitychange', async () => {
-    if (document.hidden) {
-      clearTimeout(state.timer);
-    } else if (state.loggedIn) {
-      await syncClock();
-      pollSoon(0);
-    }
+  // 401: the session expired or was revoked (at start-up: there was none, say nothing)
+  game.addEventListener('unauthorized', () => {
+    if (state.loggedIn) loggedOut(state.snap ? 'Your session has ended; log in again.' : null);
+  });
+  poller.addEventListener('snapshot', (event) => applySnapshot(event.detail));
+  poller.addEventListener('error', (event) => {
+    if (!state.loggedIn) return;
+    showMessage(event.detail.status ? event.detail.message : 'The server cannot be reached; retrying.');
+    state.pollFailed = true;
+  });
+  poller.addEventListener('poll', (event) => {
+    if (event.detail.ok && state.pollFailed) hideMessage();
+    if (event.detail.ok) state.pollFailed = false;
   });
   requestAnimationFrame(frame);
   // The session cookie is HttpOnly, so the page cannot see it: a first poll
   // tells whether we are logged in (snapshot) or not (401 → the login form).
+  // The SDK resyncs the clock and polls when a hidden tab shows again.
   state.loggedIn = true;
-  syncClock().then(() => pollSoon(0));
+  game.clock.sync().then(() => poller.start());
 }
 
 start();
