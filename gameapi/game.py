@@ -80,7 +80,12 @@ class SnapshotPart:
 @dataclass(frozen=True)
 class Game:
     """Everything the framework needs from a game. Only ``name``, ``resources`` and
-    ``new_place`` are required; a game without handlers or commands is valid."""
+    ``new_place`` are required; a game without handlers or commands is valid.
+
+    A browser client is found by convention: the ``static/`` folder of the game's
+    package, with an ``index.html`` (``webfront.static_files``); without one the
+    game gets the framework's generic page.
+    """
 
     name: str
     resources: Sequence[Resource]
@@ -93,7 +98,6 @@ class Game:
     tables: MetaData | None = None  # the game's own tables (its Alembic branch creates them)
     migrations: Path | None = None  # the game's Alembic versions directory
     snapshot_parts: Sequence[SnapshotPart] = ()
-    static_dir: Path | None = None  # the game's browser client (index.html), if it has one
     # a periodic job: (name, every_s, async fn(settings)) run once per world per interval
     jobs: Sequence[tuple[str, float, Callable[..., Awaitable[None]]]] = ()
 

@@ -70,8 +70,6 @@ def _check(game: Game, where: str) -> None:
             if (kind, route.path) in paths:
                 raise ConfigError(f"{where}: two {kind} at path {route.path!r}")
             paths.add((kind, route.path))
-    if game.static_dir is not None and not (game.static_dir / "index.html").is_file():
-        raise ConfigError(f"{where}: GAME.static_dir {game.static_dir} has no index.html")
 
 
 def handler_registry(game: Game, settings: Settings) -> HandlerRegistry:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def _package(root: Path, name: str, world: str) -> str:
 
 
 @pytest.fixture
-def on_path(tmp_path: Path) -> Path:
+def on_path(tmp_path: Path) -> Iterator[Path]:
     sys.path.insert(0, str(tmp_path))
     yield tmp_path
     sys.path.remove(str(tmp_path))
