@@ -86,7 +86,8 @@ def test_build_and_attack_in_chromium(stack: Stack) -> None:
             page.get_by_label("Name", exact=True).fill("alice")
             page.get_by_label("Password").fill(PASSWORD)
             page.get_by_role("button", name="Register").click()
-            expect(page.locator("#res-metal")).to_have_text(re.compile(r"^5\d\d$"))  # 500 and growing
+            # 500 and growing
+            expect(page.locator("#res-metal")).to_have_text(re.compile(r"^5\d\d$"))
             expect(page.locator("#player-name")).to_have_text("alice")
 
             page.locator("[data-building=metal_mine]").click()
