@@ -7,9 +7,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.tick import TICK_TARGETS
 from common.errors import FatalError
-
-TICK_TARGETS = {"ratio_to_bare": 0.8, "postgresql": 5_000_000, "sqlite": 1_000_000}
 
 
 def _ok(ok: bool) -> str:
@@ -87,8 +86,8 @@ async def all_bench(
     out: Path,
 ) -> dict[str, Any]:
     from bench import report
-    from bench.cli import tick_bench
     from bench.queue import game_bench, noop_bench
+    from bench.tick import tick_bench
     from bench.web import web_bench
 
     steps: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [

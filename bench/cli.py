@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from bench import report
-from bench.databases import DEFAULT_PG_ADMIN_URL, check_disk, drop_database, fresh_database
+from bench.databases import DEFAULT_PG_ADMIN_URL
 from bench.readme import PUBLISHED_DIR, README
+from bench.tick import tick_bench
 from common.entrypoint import fail, run_async
 from common.errors import FatalError
 
@@ -20,67 +19,6 @@ OUT_DIR = Path("bench/results")
 @click.group()
 def cli() -> None:
     """Measure queue events/s, tick capacity and snapshot polling beside their raw ceilings."""
-
-
-async def tick_bench(
-    villages: int,
-    shards: int,
-    rotations: int,
-    db: str,
-    db_name: str,
-    pg_admin_url: str,
-    redis_url: str,
-    out: Path,
-) -> dict[str, Any]:
-    from bench.tick import BYTES_PER_VILLAGE, populate, run_rotations
-
-    data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
-    check_disk(data_dir, villages * BYTES_PER_VILLAGE[db], f"a tick bench of {villages:,} villages")
-    from bench.queue import _db_version, load_average
-
-    database = await fresh_database(db, db_name, redis_url, pg_admin_url)
-    try:
-        report.console.print(f"populating {villages:,} villages on {db} ...")
-        await populate(database.engine, villages, shards)
-        load_at_start = load_average()
-        figures = await run_rotations(database.engine, villages, shards, rotations)
-        version = await _db_version(database.engine)
-    finally:
-        await drop_database(database, pg_admin_url)
-    summary = figures.summary()
-    ours, bare = summary["shard_seconds"], summary["bare_shard_seconds"]
-    rows = [
-        ["our tick (s/shard)", *ours.values(), summary["villages_per_s"]],
-        ["bare UPDATE (s/shard)", *bare.values(), summary["bare_villages_per_s"]],
-        ["our statement as raw SQL", *summary["rule_shard_seconds"].values(),
-         summary["rule_villages_per_s"]],
-    ]  # fmt: skip
-    title = f"tick: {villages:,} villages, {shards} shards, {rotations} rotations on {db}"
-    report.print_table(title, rows, ["", "p50", "p90", "p99", "max", "villages/s"])
-    projected = summary["projected_max_villages_p99_under_1s"]
-    report.console.print(
-        f"ratio to bare UPDATE: {summary['ratio_to_bare']:.2f}; to our statement as raw "
-        f"SQL: {summary['ratio_to_rule']:.2f}; projected villages per "
-        f"{shards}-shard rotation with shard p99 < 1 s: {projected:,}"
-    )
-
-    def draw(ax: Any) -> None:
-        ax.plot([t * 1000 for t in figures.ours_s], label="our tick", linewidth=0.8)
-        ax.plot([t * 1000 for t in figures.bare_s], label="bare UPDATE", linewidth=0.8)
-        ax.plot([t * 1000 for t in figures.rule_s], label="our statement, raw", linewidth=0.8)
-        ax.set_xlabel("shard tick (in order)")
-        ax.set_ylabel("duration (ms)")
-        ax.set_title(f"tick duration per shard: {villages:,} villages / {shards} shards ({db})")
-        ax.legend()
-
-    summary["plot"] = str(report.save_plot(out, f"tick_{db}", draw))
-    machine = report.machine_info(
-        {"database": version, "loadavg_at_start": load_at_start, "loadavg_at_end": load_average()}
-    )
-    summary["json"] = str(
-        report.save_json(out, f"tick_{db}", {"machine": machine, "db": db, **summary})
-    )
-    return summary
 
 
 @cli.command()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.all import TICK_TARGETS
+from bench.tick import TICK_TARGETS
 from common.errors import FatalError
 
 ROOT = Path(__file__).resolve().parent.parent

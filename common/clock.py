@@ -57,6 +57,11 @@ class ManualClock:
         if moved is not None:
             moved.set()  # every sleeper re-checks its deadline
 
+    def slept_on(self) -> bool:
+        """Whether a sleeper has looked at the time since the clock last moved and sleeps on:
+        a test waits for it before asserting that nothing more was due."""
+        return self._moved is not None
+
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event | None = None) -> None:
         while self._now < deadline_ms and not (wake and wake.is_set()):
             if self._moved is None:

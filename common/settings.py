@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     gameserver_metrics_port: int = Field(
         9100, ge=0, le=65535, description="task server Prometheus port (0 = off)"
     )
+    web_metrics_token: str | None = Field(
+        None,
+        min_length=16,
+        description="bearer token that opens the web tier's /metrics to a scraper elsewhere",
+    )
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="player session lifetime")
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")

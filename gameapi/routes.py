@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from gameapi.tx import Tx
     from sqlalchemy.ext.asyncio import AsyncSession
+
+    from common.queue.tx import Tx
 
 B = TypeVar("B", bound=BaseModel)
 _PATH = re.compile(r"[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)*")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from wsgiref.simple_server import WSGIServer
 
@@ -100,6 +101,21 @@ class QueueMetrics:
         self.redis_data_lost = Counter(
             "gameserver_redis_data_lost", "Partitions whose Redis marker vanished", registry=r
         )
+
+    def forget_partition(self, partition: int) -> None:
+        """Stop exporting the gauges of a partition this process no longer holds: its new
+        owner exports them, and two processes' stale values would disagree."""
+        label = str(partition)
+        for gauge in (
+            self.depth,
+            self.ready,
+            self.inflight,
+            self.dead_depth,
+            self.lag,
+            self.hold_seconds,
+        ):
+            with contextlib.suppress(KeyError):  # never exported by this process
+                gauge.remove(label)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsServer:
         """Serve /metrics on ``addr:port`` (loopback unless told: no authentication)."""

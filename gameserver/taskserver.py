@@ -93,6 +93,7 @@ class TaskServer:
         self.started = asyncio.Event()  # set after the first lease heartbeat
         self._stop = asyncio.Event()
         self._workers: dict[int, _Running] = {}
+        self._exported: set[int] = set()  # partitions whose gauges this process exports
         self._startup: list[Hook] = []
         self._warned: dict[str, float] = {}  # what -> monotonic time of its last warning
         self._orphaned_since: float | None = None
@@ -300,8 +301,13 @@ class TaskServer:
                 del self._workers[p]
                 if self.wake is not None:
                     self.wake.detach(p)
+                if p not in held:
+                    self.metrics.forget_partition(p)
             elif p not in held:
                 running.worker.stop()  # lease lost: finish the batch in hand and stop
+        for p in self._exported - held:
+            self.metrics.forget_partition(p)
+        self._exported = set(held)
         new = sorted(p for p in held if p not in self._workers)
         if new and not self._stop.is_set():
             for p in new:
@@ -364,6 +370,7 @@ class TaskServer:
 
     async def _before_release(self, partition: int) -> None:
         await self._stop_workers([partition])
+        self.metrics.forget_partition(partition)
 
     async def _stop_workers(self, partitions: list[int]) -> None:
         running = [self._workers[p] for p in partitions if p in self._workers]
@@ -388,6 +395,8 @@ class TaskServer:
         now = time.monotonic()
         try:
             for s in await self.queue.stats(sorted(self.held)):
+                if s.partition not in self.held:
+                    continue  # released while we read: its new owner exports it
                 label = str(s.partition)
                 m.depth.labels(label).set(s.depth)
                 m.ready.labels(label).set(s.ready)

@@ -1,11 +1,12 @@
 """The sharded per-second resource tick.
 
 Every second APScheduler fires ``TickRunner.tick``; shard ``floor(now_s) % S``
-is materialized with one set-based UPDATE (``db.stock.tick_shard``) by the
-process that holds that shard's lease. A tick that runs late, twice or not at
-all changes nothing in the result (each row carries its own ``updated_ms``), so
-leases only need to be mostly exclusive. Overruns are counted and skipped,
-never queued behind (``coalesce`` and ``max_instances=1``).
+is materialized by ``db.stock.tick_shard`` (one set-based UPDATE, up to the
+earliest pending event) in the process that holds that shard's lease. A tick
+that runs late, twice or not at all changes nothing in the result (each row
+carries its own ``updated_ms``), so leases only need to be mostly exclusive.
+Overruns are counted and skipped, never queued behind (``coalesce`` and
+``max_instances=1``).
 """
 
 from __future__ import annotations

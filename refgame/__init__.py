@@ -1,13 +1,17 @@
 """The reference game: a Travian-like ruleset built on the framework's extension points.
 
-Pure rules, no I/O: constants tables a game developer edits (``buildings.BUILDINGS``,
-``units.UNITS``, the level tables) and functions that turn them into costs,
-durations, rates, battles and reports. The DB-backed commands and event
-handlers call these; the framework core never imports this package.
+The rules are pure functions over constants tables a game developer edits
+(``buildings.BUILDINGS``, ``units.UNITS``, the level tables): costs, durations,
+rates, battles and reports, with no I/O. Around them sit the parts that touch the
+database: the player commands, the timed-event handlers and the state they read
+and write. The framework core never imports this package.
 
-Modules: ``resources`` (numbers, costs, world speed), ``buildings``, ``units``,
+Rules: ``resources`` (numbers, costs, world speed), ``buildings``, ``units``,
 ``economy`` (rates, caps, stocks, starvation), ``travel`` (marches, recall),
 ``battle`` (fight, loot, reports), ``world`` (a new village), ``errors``.
+With I/O: ``commands`` (build, train, march, recall), ``handlers`` (the event kinds),
+``state`` (reads and writes inside a caller's transaction), ``batch`` and ``batch_io``
+(a batch of events' villages held in memory, read and written per table).
 """
 
 from __future__ import annotations

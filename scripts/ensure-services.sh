@@ -44,4 +44,20 @@ if [ ! -x /usr/bin/chromium ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-echo "ensure-services: Redis, PostgreSQL and Chromium are ready"
+if ! command -v promtool >/dev/null || ! [ -x /usr/sbin/nginx ]; then
+  # The production stack's tests check its configs with the real tools: promtool (Debian's
+  # prometheus package) and nginx. Neither daemon is wanted here: a policy-rc.d that denies
+  # starting services (as Docker images have) stays in place during the install.
+  echo "ensure-services: installing promtool and nginx from Debian's packages"
+  added_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    prometheus nginx >/dev/null
+  if [ -n "$added_policy" ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
+fi
+echo "ensure-services: Redis, PostgreSQL, Chromium, promtool and nginx are ready"

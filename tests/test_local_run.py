@@ -40,6 +40,7 @@ def test_run_starts_embedded_redis_and_both_servers_then_stops(tmp_path: Path) -
     }
     proc = subprocess.Popen(
         [str(BIN / "wgctl"), "run", "--demo-players", "5"],
+        cwd=tmp_path,  # its run file (var/run.json) too: not the one of a `make run` here
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:

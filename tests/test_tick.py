@@ -12,6 +12,7 @@ from common.amounts import SCALE
 from common.clock import ManualClock
 from db.models import ScheduledEvent, Village, VillageStock
 from gameserver.tick import TickRunner
+from tests.waiting import wait_for
 
 T0 = 1_700_000_000_000
 
@@ -65,25 +66,25 @@ async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
     runner = TickRunner(engine, shards=1, owns=lambda shard: True)
     runner.start()
     try:
-        await asyncio.sleep(2.6)
+        await wait_for(lambda: runner.ticks_run >= 1, "a tick fired by the scheduler")
     finally:
         runner.stop()
-    assert runner.ticks_run >= 1
     assert min((await _updated(engine)).values()) > T0
 
     slow = TickRunner(engine, shards=1, owns=lambda shard: True)
+    release = asyncio.Event()
 
     async def stuck(shard: int, now_ms: int) -> int:
-        await asyncio.sleep(2.5)
+        await release.wait()  # past the next second: that tick finds this one still running
         return 0
 
     slow.run_shard = stuck  # type: ignore[method-assign]
     slow.start()
     try:
-        await asyncio.sleep(3.6)
+        await wait_for(lambda: slow.overruns >= 1, "a tick skipped behind a stuck one")
     finally:
+        release.set()
         slow.stop()
-    assert slow.overruns >= 1
 
 
 async def test_a_horizon_held_back_for_long_names_the_event_in_a_warning(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -164,6 +165,8 @@ def create_app(
     settings: Settings, clock: Clock = SYSTEM_CLOCK, *, config: WebConfig | None = None
 ) -> web.Application:
     config = config or WebConfig()
+    if config.metrics_token is None and settings.web_metrics_token:
+        config = dataclasses.replace(config, metrics_token=settings.web_metrics_token)
     metrics = Metrics()
     app = web.Application(client_max_size=config.max_body_bytes)
     app[SETTINGS] = settings

@@ -1,11 +1,11 @@
 """A lean pipelining Redis client for the web tier's hot path.
 
-redis-py's asyncio client spends about 80 µs of CPU per command; a bare
-aiohttp handler takes about 35 µs, so with it a snapshot poll could never come
+redis-py's asyncio client spends more CPU per command than a bare aiohttp
+handler takes for a whole request, so with it a snapshot poll could never come
 near the ceiling. This client queues each command on one shared connection,
 sends everything queued in one loop iteration with a single write (so a burst
 of concurrent polls costs one syscall, not one each), and matches replies in
-order (RESP is FIFO), parsing with hiredis: a few µs per command.
+order (RESP is FIFO), parsing with hiredis.
 
 It runs only hot-path commands (``EVALSHA`` of registered scripts, ``GET``, and
 the ``SET`` of a built snapshot body); everything else uses redis-py. A lost

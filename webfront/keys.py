@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from common.snapshot_versions import version_key
 
+REVOKED = b"-"  # a session key's value once revoked, or for a token known not to exist
+
 
 def session(prefix: str, token_hash: str) -> str:
     """Cached session: ``b"<player_id>:<expires_ms>"``, or ``b"-"`` once revoked or unknown."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from webfront.sessions import REVOKED
+from webfront.keys import REVOKED
 
 
 class LocalCache:

@@ -33,12 +33,12 @@ from common.clock import Clock
 from db.models import PlayerSession
 from webfront import keys
 from webfront.fastredis import FastRedis
+from webfront.keys import REVOKED
 
 if TYPE_CHECKING:
     from webfront.localcache import LocalCache
 
 COOKIE = "wg_session"
-REVOKED = b"-"
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{43}")  # what token_urlsafe(32) makes
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
+from functools import cached_property
 from typing import Any
 
 import click
@@ -13,19 +14,31 @@ from sqlalchemy import func, select
 from common.entrypoint import fail, run_async, setup_logging
 from common.errors import FatalError
 from common.redis_conn import check_redis, create_redis
-from common.settings import Settings, load_settings
+from common.settings import Settings
 from db.engine import check_database, create_engine
 from db.migrate import current_revision, head_revision, upgrade
 from db.models import Player, ScheduledEvent, Village
 from db.worldgen import VillageTemplate, generate_world
 from gameapi.loading import load_game
+from wgctl import runfile
 
 
 def _settings() -> Settings:
+    """The managed world's settings: the environment's, pointed at the local run's world
+    (``var/run.json``, ``wgctl.runfile``) unless ``REDIS_URL`` is set explicitly."""
     try:
-        return load_settings()
+        return runfile.world_settings()
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
+
+
+class _World:
+    """``ctx.obj`` of every command: subcommand groups that live elsewhere (``queue``) read
+    ``ctx.obj.settings``, resolved on first use like ``_settings()``."""
+
+    @cached_property
+    def settings(self) -> Settings:
+        return _settings()
 
 
 def bot_template(settings: Settings) -> VillageTemplate:
@@ -39,9 +52,14 @@ def bot_template(settings: Settings) -> VillageTemplate:
 
 
 @click.group()
-def cli() -> None:
-    """Operate a webgame world: database, world generation, status, local stack."""
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Operate a webgame world: database, world generation, status, local stack.
+
+    Commands manage the world of the environment's settings or, when REDIS_URL is not set,
+    the local world `wgctl run` runs from this directory (var/run.json)."""
     setup_logging("WARNING")
+    ctx.obj = _World()
 
 
 @cli.command()

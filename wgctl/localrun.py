@@ -28,6 +28,7 @@ from db.migrate import upgrade
 from db.models import Village
 from db.worldgen import generate_world
 from gameapi.loading import load_game
+from wgctl import runfile
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 
@@ -78,7 +79,12 @@ def run(demo_players: int) -> None:
         load_game(settings.game)  # a broken game stops here, before anything starts
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
+    running = runfile.live_run()
+    if running is not None:
+        fail(f"a local world already runs from this directory (pid {running.pid}, "
+             f"{runfile.RUN_FILE}): stop it first")  # fmt: skip
     embedded: EmbeddedRedis | None = None
+    wrote_run_file = False
     try:
         if not asyncio.run(redis_reachable(settings)):
             embedded = EmbeddedRedis().start()
@@ -100,11 +106,16 @@ def run(demo_players: int) -> None:
         manager = Manager()
         for name, process in parse_procfile(PROCFILE.read_text()).processes.items():
             manager.add_process(name, process, env=env)
+        # `wgctl status`, `wgctl queue ...` from this directory find this world through it
+        runfile.write(settings, os.getpid())
+        wrote_run_file = True
         click.echo(f"open http://{settings.web_host}:{settings.web_port}/  (Ctrl-C stops)")
         manager.loop()
         raise SystemExit(manager.returncode or 0)
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
     finally:
+        if wrote_run_file:
+            runfile.remove(os.getpid())
         if embedded is not None:
             embedded.stop()

@@ -61,7 +61,7 @@ def test_queue_bench_game_handlers_run_real_marches(
 ) -> None:
     prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
     # enough arrivals that PostgreSQL's CPU time is several clock ticks (10 ms each) on a
-    # fast host: at ~55 µs an arrival, 150 could round to zero
+    # fast host, 150 arrivals could round to zero
     arrivals = 1_200
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", str(arrivals),

@@ -166,7 +166,7 @@ def test_troops_are_conserved() -> None:
 
 
 def test_a_rate_change_applied_late_is_named_with_its_delay() -> None:
-    from chaos.checks import _Item, _late_rate_change
+    from chaos.checks.resources import _Item, _late_rate_change
 
     start = _row(T0, 0, 0, crop_rate=10)
     items = [_Item(T0 + 10_000, 0, "rate", {"crop": -3})]

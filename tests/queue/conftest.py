@@ -152,10 +152,14 @@ async def at_rest(queue: EventQueue, depth: int) -> None:
     await eventually(check)
 
 
-async def settle(clock: ManualClock | None = None, turns: int = 20) -> None:
-    """Let workers run for a moment (loop turns, not wall time)."""
-    for _ in range(turns):
-        await asyncio.sleep(0.005)
+async def settle(clock: ManualClock) -> None:
+    """After ``clock`` moved: wait until the test's one worker has looked at the new time and
+    gone back to sleep, so whatever was due has run (before asserting that nothing did)."""
+
+    async def slept_on() -> bool:
+        return clock.slept_on()
+
+    await eventually(slept_on)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from common.queue.durable import add_durable_events, cancel_durable, reschedule_
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
 from db.models import ProcessedEvent, ScheduledEvent
-from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually, settle
+from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually
 from tests.queue.testgame import EFFECT, effects
 from tests.queue.testgame.handlers import apply_effects
 
@@ -51,7 +51,7 @@ async def test_durable_events_take_effect_once(
     worker = workers.start(queue, _registry(), 0, sessions=sessions, batch_size=16)
     await clock.advance(100)
     await eventually(lambda: _at_least(sessions, "processed", 50))
-    await settle()
+    await at_rest(queue, 0)  # every event acked: nothing left to run twice
     assert await counts(sessions) == {"processed": 50, "effects": 50, "distinct": 50, "pending": 0}
     # Redis hands the same events out again (a crash before the ack): no effect
     assert await queue.index(events) == 50
@@ -77,7 +77,7 @@ async def test_cancel_durable_decides_the_race_with_the_worker(
     workers.start(queue, _registry(), 0, sessions=sessions)
     await clock.advance(10)
     await eventually(lambda: _at_least(sessions, "processed", 1))
-    await settle()
+    await at_rest(queue, 0)  # the recalled event too is gone: nothing left to run
     async with sessions() as session:
         ran = list(await session.scalars(select(effects.c.event_id)))
         assert await cancel_durable(session, arrives.id) is False  # it already ran
@@ -110,7 +110,6 @@ async def test_reschedule_durable_defers_an_event_already_claimed(
     # the Redis side is not told (as if the command died before that): the worker defers it
     workers.start(queue, _registry(), 0, sessions=sessions)
     await clock.advance(5)
-    await settle()
     await eventually(lambda: _due_is(queue, START_MS + 60_000))
     assert (await counts(sessions))["processed"] == 0
     await clock.advance(60_000)
@@ -133,7 +132,7 @@ async def test_failed_handler_rolls_back_then_retries_once(
         queue, _registry(retry=RetryPolicy(max_attempts=2, base_ms=100)), 0, sessions=sessions
     )
     await eventually(lambda: _at_least(sessions, "processed", 4))
-    await settle()
+    await at_rest(queue, 1)  # the bad one waits for its retry, the rest were acked
     c = await counts(sessions)
     # the failing batch's effect rows were rolled back; each good event took effect once
     assert c == {"processed": 4, "effects": 4, "distinct": 4, "pending": 1}
@@ -230,7 +229,7 @@ async def test_a_failed_durable_batch_is_halved_until_the_bad_event_stands_alone
     )
     workers.start(queue, registry, 0, sessions=sessions)
     await eventually(lambda: _at_least(sessions, "processed", 19))
-    await settle()
+    await at_rest(queue, 1)  # the bad one waits for its retry, the rest were acked
     sizes = [(c[0], len(c)) for c in calls]
     # max_batch: 16 + 4; the failing 16 is halved: 8 (bad) -> 4 ok, 4 (bad) -> 2 (bad) -> 1, 1
     assert sizes == [

@@ -49,7 +49,7 @@ async def test_an_event_waits_for_an_earlier_one_beyond_the_lookahead(
     await eventually(lambda: _ran(seen, 1))
     for _ in range(5):  # claimed again every HOLD_RETRY_MS, held back each time
         await clock.advance(100)
-        await settle()
+        await settle(clock)
     assert seen == [(near.id, START_MS + 900)]  # within the lookahead of the pending one
 
     async with sessions() as session, session.begin():  # the earlier event has run

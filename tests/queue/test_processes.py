@@ -16,12 +16,15 @@ from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK
 from common.queue import EventQueue, NewEvent
 from common.queue.durable import add_durable_events
 from common.settings import Settings
+from db.engine import create_engine
+from db.models import Village, VillageStock
 from gameserver.leases import LeaseManager
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import ROOT, Servers, counts, eventually, server_env
@@ -141,7 +144,12 @@ async def test_servers_share_partitions_and_take_over_a_killed_one(
             return len(owners) == 6 and {o.split(":")[1] for o in owners.values()} == survivors
 
         await eventually(taken_over, 30)
-        await asyncio.sleep(0.5)  # a double run would show up now
+
+        async def drained() -> bool:  # the victim's claims redelivered and acked: work is over
+            stats = await queue.stats()
+            return sum(s.depth + s.inflight for s in stats) == 0
+
+        await eventually(drained, 30)
         assert await counts(sessions) == {"processed": n, "effects": n, "distinct": n, "pending": 0}
         for proc in procs[1:]:
             proc.send_signal(signal.SIGTERM)
@@ -231,14 +239,30 @@ async def test_the_scheduler_logs_its_job_runs_only_at_debug(
         redis_prefix=redis_prefix,
         queue_partitions=2,
     )  # type: ignore[call-arg]
-    proc = servers.start(server_env(settings, LOG_LEVEL=level))
-    lease = LeaseManager(redis, prefix=redis_prefix, group="queue", count=2)
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:  # one village, ticked every second (one shard)
+            await conn.execute(insert(Village).values(id=1, name="v", x=0, y=0, created_ms=0))
+            await conn.execute(
+                insert(VillageStock).values(
+                    village_id=1, shard=0, updated_ms=0, wood=0, clay=0, iron=0, crop=0,
+                    wood_rate=0, clay_rate=0, iron_rate=0, crop_rate=0, warehouse_cap=0,
+                    granary_cap=0,
+                )
+            )  # fmt: skip
+        proc = servers.start(server_env(settings, LOG_LEVEL=level, TICK_SHARDS="1"))
+        ticked: list[int] = []
 
-    async def holds_all() -> bool:
-        return len(await lease.owners()) == 2
+        async def ticked_twice() -> bool:
+            async with engine.connect() as conn:
+                updated = (await conn.execute(select(VillageStock.updated_ms))).scalar_one()
+            if updated and updated not in ticked:
+                ticked.append(updated)
+            return len(ticked) >= 2
 
-    await eventually(holds_all, 30)
-    await asyncio.sleep(2.5)  # two or three ticks
+        await eventually(ticked_twice, 30)
+    finally:
+        await engine.dispose()
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 20) == 0
     assert proc.stderr is not None

@@ -97,7 +97,12 @@ async def test_flushall_while_events_are_pending_loses_nothing(
             return (await counts(sessions))["processed"] >= 300
 
         await eventually(all_ran, 30)
-        await asyncio.sleep(0.3)  # a double run would show up now
+
+        async def drained() -> bool:  # nothing left to run twice: the work is over
+            stats = await queue.stats()
+            return sum(s.depth + s.inflight for s in stats) == 0
+
+        await eventually(drained, 30)
         assert await counts(sessions) == {
             "processed": 300,
             "effects": 300,

@@ -28,7 +28,7 @@ class Recorder:
             if e.payload.get("fail"):
                 raise LookupError(f"village {e.village_id} does not exist")
             if e.payload.get("hang"):
-                await asyncio.sleep(3600)
+                await asyncio.Event().wait()  # never set: only the handler timeout ends it
         self.ran.update(e.id for e in events)
 
 
@@ -49,14 +49,14 @@ async def test_failures_back_off_then_die_with_error_and_attempts(
     await at_rest(queue, 1)
     # failure 1 -> due again 1 s later, not before
     await clock.advance(999)
-    await settle()
+    await settle(clock)
     assert len(rec.calls) == 1
     await clock.advance(1)
     await eventually(lambda: _calls(rec, 2))
     await at_rest(queue, 1)
     # failure 2 -> 2 s later
     await clock.advance(1_999)
-    await settle()
+    await settle(clock)
     assert len(rec.calls) == 2
     await clock.advance(1)
     await eventually(lambda: _calls(rec, 3))
@@ -69,7 +69,7 @@ async def test_failures_back_off_then_die_with_error_and_attempts(
     assert worker.metrics.retried.labels("0")._value.get() == 2
     assert worker.metrics.dead.labels("0")._value.get() == 1
     await clock.advance(3_600_000)
-    await settle()
+    await settle(clock)
     assert len(rec.calls) == 3  # the dead stay dead
     # an operator requeues it: it runs again, fails again, with a fresh attempt count
     assert await queue.requeue_dead(0, bad) is True

@@ -18,7 +18,7 @@ from common.snapshot_versions import bump_versions
 from db.models import Village
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
 from webfront import keys, snapshot_reads
-from webfront.snapshot import SNAPSHOTS
+from webfront.snapshot import SNAPSHOTS, SnapshotService
 
 
 async def rename_villages(engine: AsyncEngine, player_id: int, name: str) -> None:
@@ -106,15 +106,33 @@ async def wait_until(check: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held")
 
 
+@pytest.fixture
+def entered_body(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the polls that reached ``SnapshotService.body`` (each finds the build in flight
+    or starts it)."""
+    real = SnapshotService.body
+    state = {"calls": 0}
+
+    async def counting(self: SnapshotService, player_id: int, version: str, packed: bool) -> bytes:
+        state["calls"] += 1
+        return await real(self, player_id, version, packed)
+
+    monkeypatch.setattr(SnapshotService, "body", counting)
+    return state
+
+
 async def test_concurrent_misses_of_one_version_build_once(
-    client: TestClient, register: RegisterFn, counted_builds: dict[str, Any]
+    client: TestClient,
+    register: RegisterFn,
+    counted_builds: dict[str, Any],
+    entered_body: dict[str, int],
 ) -> None:
     alice = await register("Alice")
     polls = [
         asyncio.ensure_future(client.get("/api/snapshot", headers=alice.auth)) for _ in range(20)
     ]
-    await wait_until(lambda: counted_builds["calls"] == 1)
-    await asyncio.sleep(0.05)  # the other 19 polls arrive meanwhile and join that build
+    # all 20 wait for a body, the first one's build is held until released
+    await wait_until(lambda: entered_body["calls"] == 20 and counted_builds["calls"] == 1)
     counted_builds["release"].set()
     answers = await asyncio.gather(*polls)
     assert [r.status for r in answers] == [200] * 20
@@ -179,7 +197,10 @@ async def test_a_batch_gives_each_player_their_own_snapshot(
 
 
 async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
-    client: TestClient, register: RegisterFn, monkeypatch: pytest.MonkeyPatch
+    client: TestClient,
+    register: RegisterFn,
+    monkeypatch: pytest.MonkeyPatch,
+    entered_body: dict[str, int],
 ) -> None:
     alice = await register("Alice")
     real = snapshot_reads.build_snapshots
@@ -188,7 +209,7 @@ async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
     async def failing(conn: AsyncConnection, player_ids: list[int]) -> dict[int, Any]:
         nonlocal calls
         calls += 1
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: entered_body["calls"] == 5)  # the other 4 wait for this build
         raise RuntimeError("boom")
 
     monkeypatch.setattr(snapshot_reads, "build_snapshots", failing)

@@ -1,0 +1,37 @@
+"""``python -m bench.web hello|serve|load``: the processes the bench starts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from bench.web.model import RESULT_MARK
+from bench.web.pyload import python_load
+from bench.web.servers import serve_game, serve_hello
+
+
+def _main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.web")
+    sub = parser.add_subparsers(dest="what", required=True)
+    for name in ("hello", "serve"):
+        p = sub.add_parser(name)
+        p.add_argument("--port", type=int, required=True)
+    p = sub.add_parser("load")
+    p.add_argument("spec", type=Path)
+    args = parser.parse_args(argv)
+    if args.what == "hello":
+        asyncio.run(serve_hello(args.port))
+    elif args.what == "serve":
+        from common.entrypoint import run_async
+
+        sys.exit(run_async(lambda: serve_game(args.port)))
+    else:
+        figures = asyncio.run(python_load(json.loads(args.spec.read_text())))
+        print(RESULT_MARK + json.dumps(figures), flush=True)
+
+
+if __name__ == "__main__":
+    _main()

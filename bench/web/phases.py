@@ -1,0 +1,145 @@
+"""The phases of a run, a load run each; during the full phase every snapshot changes once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.web.cpu import CpuWatch
+from bench.web.load import LoadGenerator
+from bench.web.model import PHASES, TARGETS, LoadResult, Player
+from bench.web.players import phase_requests, refresh_players
+
+
+@dataclass
+class Changes:
+    """Snapshot changes during a full-snapshot run: each player's version bumped once."""
+
+    redis: Any  # redis.asyncio.Redis of the bench server
+    prefix: str
+
+    async def spread(self, player_ids: Sequence[int], seconds: float) -> None:
+        """Bump each player's version once, at uniformly random moments over ``seconds``."""
+        from common.snapshot_versions import bump_versions
+
+        started = time.monotonic()
+        for at, player_id in sorted((random.uniform(0, seconds), p) for p in player_ids):
+            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+            now_ms = int(time.time() * 1000)
+            await bump_versions(self.redis, self.prefix, [player_id], now_ms)
+
+
+@dataclass
+class WebFigures:
+    results: list[LoadResult]
+    connections: int
+    players: int
+    workers: int
+    client: str
+    target: str
+
+    def at(self, phase: str, connections: int | None = None) -> LoadResult | None:
+        want = connections or self.connections
+        for r in self.results:
+            if r.phase == phase and r.connections == want:
+                return r
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        bare = self.at("bare")
+        ratios: dict[str, float | None] = {}
+        for phase in ("poll_304", "full", "commands"):
+            ours = self.at(phase)
+            ratios[f"{phase}_ratio"] = (
+                ours.rps / bare.rps if ours and bare and bare.rps > 0 else None
+            )
+        p99 = {p: r.latency_ms["p99"] for p in PHASES if (r := self.at(p))}
+        met = {
+            "poll_304_ratio": (ratios["poll_304_ratio"] or 0) >= TARGETS["poll_304_ratio"],
+            "full_ratio": (ratios["full_ratio"] or 0) >= TARGETS["full_ratio"],
+            "poll_304_p99": p99.get("poll_304", 1e9) < TARGETS["p99_ms"],
+            "full_p99": p99.get("full", 1e9) < TARGETS["p99_ms"],
+        }
+        return {
+            "connections": self.connections,
+            "players": self.players,
+            "workers": self.workers,
+            "client": self.client,
+            "target": self.target,
+            "ratios": ratios,
+            "targets": TARGETS,
+            "targets_met": met,
+            "results": [
+                {
+                    **asdict(r),
+                    "ok_share": r.ok_share,
+                    "server_cpu_us_per_request": r.cpu_us_per_request("server"),
+                }
+                for r in self.results
+            ],
+        }
+
+
+async def run_phases(
+    load: LoadGenerator,
+    bare_url: str,
+    game_url: str,
+    players: list[Player],
+    levels: Sequence[int],
+    main_connections: int,
+    duration_s: float,
+    sweep_duration_s: float,
+    watches: dict[str, CpuWatch],
+    changes: Changes | None = None,
+) -> list[LoadResult]:
+    """Every phase at every level; the read phases of one level run back to back.
+
+    The bare ceiling and the two snapshot phases of a level follow each other
+    within seconds, so a neighbour's load on a shared machine hits them alike.
+    Commands come last: they change snapshot versions (and so the ETags).
+    During each measured full-snapshot run, ``changes`` (if given) bumps every
+    player's snapshot version once at a random moment, as the events of a live
+    game do: the run serves cached bodies and also rebuilds every body once.
+    """
+
+    def seconds_of(connections: int, phase: str) -> float:
+        return duration_s if connections == main_connections else sweep_duration_s
+
+    from tqdm import tqdm
+
+    order = [(c, p) for c in levels for p in ("bare", "poll_304", "full")]
+    order += [(c, "commands") for c in levels]
+    total_s = sum(seconds_of(c, p) + 1 for c, p in order)
+    results: list[LoadResult] = []
+    warmed: set[str] = set()
+    with tqdm(total=len(order), desc=f"web load (~{total_s:.0f} s)", unit="run") as progress:
+        for connections, phase in order:
+            if phase == "poll_304":
+                players[:] = await refresh_players(game_url, players)
+            requests = phase_requests(phase, players)
+            url = bare_url if phase == "bare" else game_url
+            if phase not in warmed:  # a short unmeasured run: caches and connections
+                await load.run(phase, url, requests, connections, 1.0)
+                warmed.add(phase)
+            seconds = seconds_of(connections, phase)
+            progress.set_postfix_str(f"{phase} c={connections}")
+            watch = watches["bare" if phase == "bare" else "game"]
+            changing = None
+            if phase == "full" and changes is not None:
+                changing = asyncio.create_task(
+                    changes.spread([p.player_id for p in players], seconds)
+                )
+            try:
+                results.append(await load.run(phase, url, requests, connections, seconds, watch))
+            finally:
+                if changing is not None:
+                    changing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await changing
+            progress.update()
+    return results
