@@ -1,8 +1,9 @@
 """What a player sees: snapshot parts of each planet and the reports query.
 
-Buildings, ships, research and the temperature are maps; orders and fleets are
-lists. A fleet flying at one of the player's planets shows up under
-``incoming`` with its mission and arrival only (OGame shows no more).
+Each planet has its temperature (a value), buildings and ships (maps), orders
+and fleets (lists); research (a map) belongs to the player, beside the planets.
+A fleet flying at one of the player's planets shows up under ``incoming`` with
+its mission and arrival only (OGame shows no more).
 """
 
 from __future__ import annotations
@@ -10,22 +11,20 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import Field
-from sqlalchemy import Select, literal, select
+from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 import gameapi
 from examples.spacegame.models import Building, Fleet, Order, Planet, Report, Research, Ships
 
-PLACES = gameapi.places.c
-
 
 def _select(*columns: Any) -> Select[Any]:
     """``select`` typed as SnapshotPart's query expects, whatever the columns' types."""
-    return _select(*columns)
+    return select(*columns)
 
 
-def _planet() -> Select[Any]:
-    return _select(Planet.place_id.label("place_id"), literal("temperature"), Planet.temperature)
+def _temperature() -> Select[Any]:
+    return _select(Planet.place_id.label("place_id"), Planet.temperature)
 
 
 def _buildings() -> Select[Any]:
@@ -37,10 +36,8 @@ def _ships() -> Select[Any]:
 
 
 def _research() -> Select[Any]:
-    # research belongs to the player: every planet of theirs shows it
-    return _select(PLACES.id.label("place_id"), Research.name, Research.level).join(
-        Research, Research.player_id == PLACES.player_id
-    )
+    # research belongs to the player: a part of the player's, beside the planets
+    return _select(Research.player_id.label("player_id"), Research.name, Research.level)
 
 
 def _orders() -> Select[Any]:
@@ -88,7 +85,7 @@ def _incoming_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any] | None
 
 
 PARTS: tuple[gameapi.SnapshotPart, ...] = (
-    gameapi.SnapshotPart("planet", _planet, shape="map"),
+    gameapi.SnapshotPart("temperature", _temperature, shape="value"),
     gameapi.SnapshotPart("buildings", _buildings, shape="map"),
     gameapi.SnapshotPart("ships", _ships, shape="map"),
     gameapi.SnapshotPart("research", _research, shape="map"),

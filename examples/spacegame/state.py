@@ -18,11 +18,17 @@ from examples.spacegame.models import Building, Planet, Research, Ships
 DECLARED: tuple[gameapi.Resource, ...] = tuple(gameapi.Resource(r, cap=r) for r in RESOURCES)
 
 
+def stocks() -> gameapi.Stocks:
+    """The framework's stock statements for this declaration (the one cached object the
+    tick and the snapshot use too)."""
+    return gameapi.stocks_for(DECLARED)
+
+
 async def levels(session: AsyncSession, place_id: int) -> dict[str, int]:
     rows = await session.execute(
         select(Building.name, Building.level).where(Building.place_id == place_id)
     )
-    return {name: level for name, level in rows.tuples()}
+    return {name: level for name, level in rows}
 
 
 async def techs(session: AsyncSession, player_id: int | None) -> dict[str, int]:
@@ -31,14 +37,14 @@ async def techs(session: AsyncSession, player_id: int | None) -> dict[str, int]:
     rows = await session.execute(
         select(Research.name, Research.level).where(Research.player_id == player_id)
     )
-    return {name: level for name, level in rows.tuples()}
+    return {name: level for name, level in rows}
 
 
 async def ships(session: AsyncSession, place_id: int) -> dict[str, int]:
     rows = await session.execute(
         select(Ships.name, Ships.count).where(Ships.place_id == place_id, Ships.count > 0)
     )
-    return {name: count for name, count in rows.tuples()}
+    return {name: count for name, count in rows}
 
 
 async def owner_of(session: AsyncSession, place_id: int) -> int | None:
@@ -50,7 +56,7 @@ async def owner_of(session: AsyncSession, place_id: int) -> int | None:
 
 async def stock_units(tx: gameapi.Tx, place_id: int, at_ms: int) -> dict[str, int]:
     """The planet's resources in whole units, settled at ``at_ms``."""
-    st, session = tx.stocks, tx.session
+    st, session = stocks(), tx.session
     await st.settle(session, [place_id], at_ms)
     row = (
         await session.execute(
@@ -104,7 +110,7 @@ async def apply_production(tx: gameapi.Tx, place_ids: Iterable[int], at_ms: int)
         temp = (
             await session.execute(select(Planet.temperature).where(Planet.place_id == place_id))
         ).scalar_one()
-        await tx.stocks.set_rates(
+        await stocks().set_rates(
             session,
             place_id,
             economy.production(lv, temp, tx.world_speed),

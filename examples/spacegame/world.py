@@ -59,5 +59,4 @@ GAME = gameapi.Game(
     tables=METADATA,
     migrations=HERE / "migrations" / "versions",
     snapshot_parts=PARTS,
-    static_dir=HERE / "static",
 )

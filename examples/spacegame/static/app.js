@@ -65,13 +65,13 @@ function render() {
   const v = planet();
   if (!v) return;
   $('#player-name').textContent = state.snap.name ?? '';
-  $('#planet-title').textContent = `${v.name} (${v.x}|${v.y}) id ${v.id}, ${v.planet?.temperature ?? '?'} °C`;
+  $('#planet-title').textContent = `${v.name} (${v.x}|${v.y}) id ${v.id}, ${v.temperature ?? '?'} °C`;
   renderResources();
   const busy = (queue) => (v.orders ?? []).some((o) => o.queue === queue);
   $('#buildings').replaceChildren(...BUILDINGS.map((b) => row(el('span', {}, label(b)), v.buildings?.[b] ?? 0,
     el('button', { type: 'button', 'data-building': b, disabled: busy('build') ? '' : null,
       onclick: () => command('sg/build', { planet_id: v.id, building: b }, `${label(b)} ordered`) }, 'Upgrade'))));
-  $('#research').replaceChildren(...RESEARCH.map((t) => row(el('span', {}, label(t)), v.research?.[t] ?? 0,
+  $('#research').replaceChildren(...RESEARCH.map((t) => row(el('span', {}, label(t)), state.snap.research?.[t] ?? 0,
     el('button', { type: 'button', 'data-research': t, disabled: busy('research') ? '' : null,
       onclick: () => command('sg/research', { planet_id: v.id, research: t }, `${label(t)} ordered`) }, 'Research'))));
   $('#ships').replaceChildren(...SHIPS.map((s) => row(el('span', {}, label(s)), v.ships?.[s] ?? 0)));

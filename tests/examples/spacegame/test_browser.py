@@ -23,6 +23,7 @@ from playwright.sync_api import expect, sync_playwright
 from redis import Redis
 
 from common.snapshot_versions import version_key
+from gameapi import to_fixed
 from tests.browser.stack import Stack, enforce_csp, launch_chromium, run_stack
 from tests.conftest import TEST_REDIS_URL
 from tests.examples.spacegame.conftest import GAME, _migrate
@@ -55,6 +56,7 @@ def register(url: str, name: str) -> dict[str, int]:
 
 
 def give_fighters(stack: Stack, name: str, count: int) -> None:
+    """Fighters, and deuterium for their fuel (a new planet has none), into the DB."""
     with sqlite3.connect(stack.db_path, timeout=10) as db:
         player, place = db.execute(
             "SELECT p.id, v.id FROM players p JOIN villages v ON v.player_id = p.id "
@@ -64,6 +66,10 @@ def give_fighters(stack: Stack, name: str, count: int) -> None:
         db.execute(
             "UPDATE sg_ships SET count = ? WHERE place_id = ? AND name = 'light_fighter'",
             (count, place),
+        )
+        db.execute(
+            "UPDATE village_stock SET deuterium = ? WHERE village_id = ?",
+            (to_fixed(2_000), place),
         )
     client = Redis.from_url(TEST_REDIS_URL)  # the page must see the change: bump the version
     client.incr(version_key(stack.redis_prefix, player))

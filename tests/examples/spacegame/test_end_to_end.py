@@ -20,8 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from common.clock import SYSTEM_CLOCK
 from common.settings import Settings
 from db.engine import create_engine
+from examples.spacegame import state
 from examples.spacegame.battle import Side, fight
 from examples.spacegame.models import Fleet, Ships
+from gameapi import to_fixed
 from gameserver.main import game_registry
 from gameserver.taskserver import TaskServer
 from tests.queue.conftest import eventually
@@ -84,9 +86,9 @@ async def test_a_new_planet_and_a_mine(world: World) -> None:
     planet = await world.snapshot("alice")
     assert planet["buildings"]["metal_mine"] == 0
     assert set(planet["ships"]) == {"small_cargo", "light_fighter", "heavy_fighter", "cruiser"}
-    assert planet["resources"]["metal"]["rate_per_hour"] == 30 * 200
-    assert planet["resources"]["deuterium"]["cap"] == 10_000
-    assert -40 <= planet["planet"]["temperature"] <= 80
+    assert planet["stocks"]["metal"]["rate_per_hour"] == 30 * 200
+    assert planet["stocks"]["deuterium"]["cap"] == 10_000
+    assert -40 <= planet["temperature"] <= 80
 
     pid = world.players["alice"]["village_id"]
     status, body = await world.post(
@@ -106,7 +108,7 @@ async def test_a_new_planet_and_a_mine(world: World) -> None:
     await world.until(built)
     planet = await world.snapshot("alice")
     assert planet["orders"] == []
-    assert planet["resources"]["metal"]["rate_per_hour"] == (30 + 33) * 200
+    assert planet["stocks"]["metal"]["rate_per_hour"] == (30 + 33) * 200
 
 
 async def test_rule_refusals_answer_the_error_shape(world: World) -> None:
@@ -130,12 +132,15 @@ async def test_rule_refusals_answer_the_error_shape(world: World) -> None:
         assert (got, answer["error"]["code"]) == (status, code), (path, answer)
         assert set(answer["error"]) <= {"code", "message", "details"}
     got, answer = await world.post("alice", "sg/build", {"planet_id": pid, "building": 3})
-    assert got == 400  # the body model refuses it before the game sees it
+    assert got == 422  # the body model refuses it before the game sees it
 
 
 async def _give_ships(world: World, name: str, ships: dict[str, int]) -> None:
+    """Ships (and deuterium for their fuel: a new planet has none) straight into the DB."""
     pid = world.players[name]["village_id"]
     async with world.engine.begin() as conn:
+        fuel = {"deuterium": to_fixed(2_000)}
+        await state.stocks().deposit(conn, pid, fuel, SYSTEM_CLOCK.now_ms())
         for ship, count in ships.items():
             await conn.execute(
                 update(Ships).where(Ships.place_id == pid, Ships.name == ship).values(count=count)
@@ -194,7 +199,7 @@ async def test_attack_from_command_to_reports_and_loot_home(world: World) -> Non
     planet = await world.snapshot("alice")
     assert {k: v for k, v in planet["ships"].items() if v} == survivors
     assert planet["fleets"] == []
-    assert planet["resources"]["metal"]["amount"] >= loot["metal"]
+    assert planet["stocks"]["metal"]["units"] >= loot["metal"]
 
 
 async def test_a_recalled_transport_comes_home_with_its_cargo(world: World) -> None:
@@ -204,7 +209,7 @@ async def test_a_recalled_transport_comes_home_with_its_cargo(world: World) -> N
             "ships": {"small_cargo": 2}, "cargo": {"metal": 300}}  # fmt: skip
     status, sent = await world.post("alice", "sg/fleet/send", send)
     assert status == 200, sent
-    assert (await world.snapshot("alice"))["resources"]["metal"]["amount"] < 300
+    assert (await world.snapshot("alice"))["stocks"]["metal"]["units"] < 300
     status, back = await world.post("alice", "sg/fleet/recall", {"fleet_id": sent["fleet_id"]})
     assert status == 200, back
     assert back["arrive_ms"] < sent["arrive_ms"]
@@ -216,4 +221,4 @@ async def test_a_recalled_transport_comes_home_with_its_cargo(world: World) -> N
 
     await world.until(home)
     assert await _reports(world, "bob") == []  # it never arrived
-    assert (await world.snapshot("alice"))["resources"]["metal"]["amount"] >= 300
+    assert (await world.snapshot("alice"))["stocks"]["metal"]["units"] >= 300
