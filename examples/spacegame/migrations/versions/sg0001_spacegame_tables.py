@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from gameapi.migration import add_stock_columns, drop_stock_columns
 
 from gameapi import Resource
+from gameapi.migration import add_stock_columns, drop_stock_columns
 
 revision = "sg0001"
 down_revision = None
@@ -22,6 +22,7 @@ branch_labels = ("spacegame",)
 depends_on = "0003"
 
 RESOURCES = [Resource(r, cap=r) for r in ("metal", "crystal", "deuterium")]
+# the type of the framework's ids, so foreign keys match them (INTEGER on SQLite)
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
@@ -39,7 +40,7 @@ def upgrade() -> None:
     add_stock_columns(op, RESOURCES)
     op.create_table(
         "sg_planets",
-        sa.Column("place_id", sa.BigInteger(), nullable=False),
+        sa.Column("place_id", BigId, nullable=False),
         sa.Column("temperature", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("place_id", name="pk_sg_planets"),
         _fk("sg_planets", "place_id", "villages"),
@@ -51,7 +52,7 @@ def upgrade() -> None:
     ):
         op.create_table(
             table,
-            sa.Column(owner, sa.BigInteger(), nullable=False),
+            sa.Column(owner, BigId, nullable=False),
             sa.Column("name", sa.String(32), nullable=False),
             value,
             sa.PrimaryKeyConstraint(owner, "name", name=f"pk_{table}"),
@@ -62,8 +63,8 @@ def upgrade() -> None:
         sa.Column("id", BigId, autoincrement=True, nullable=False),
         sa.Column("slot", sa.String(48), nullable=False),
         sa.Column("queue", sa.String(16), nullable=False),
-        sa.Column("place_id", sa.BigInteger(), nullable=False),
-        sa.Column("player_id", sa.BigInteger(), nullable=False),
+        sa.Column("place_id", BigId, nullable=False),
+        sa.Column("player_id", BigId, nullable=False),
         sa.Column("item", sa.String(32), nullable=False),
         sa.Column("amount", sa.BigInteger(), nullable=False),
         sa.Column("started_ms", sa.BigInteger(), nullable=False),
@@ -79,9 +80,9 @@ def upgrade() -> None:
     op.create_table(
         "sg_fleets",
         sa.Column("id", BigId, autoincrement=True, nullable=False),
-        sa.Column("owner_id", sa.BigInteger(), nullable=False),
-        sa.Column("origin_id", sa.BigInteger(), nullable=False),
-        sa.Column("target_id", sa.BigInteger(), nullable=True),
+        sa.Column("owner_id", BigId, nullable=False),
+        sa.Column("origin_id", BigId, nullable=False),
+        sa.Column("target_id", BigId, nullable=True),
         sa.Column("mission", sa.String(16), nullable=False),
         sa.Column("state", sa.String(8), nullable=False),
         sa.Column("ships", sa.JSON(), nullable=False),
@@ -102,7 +103,7 @@ def upgrade() -> None:
     op.create_table(
         "sg_reports",
         sa.Column("id", BigId, autoincrement=True, nullable=False),
-        sa.Column("player_id", sa.BigInteger(), nullable=False),
+        sa.Column("player_id", BigId, nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("created_ms", sa.BigInteger(), nullable=False),
         sa.Column("body", sa.JSON(), nullable=False),
