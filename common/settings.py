@@ -6,6 +6,7 @@ variable is its upper-case name (``redis_url`` -> ``REDIS_URL``).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from functools import cached_property
 from typing import Literal
@@ -51,6 +52,12 @@ class Settings(BaseSettings):
         description="bearer token that opens the web tier's /metrics to a scraper elsewhere",
     )
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="player session lifetime")
+    trusted_proxies: str = Field(
+        "", description="reverse proxies whose forwarding headers are believed: IPs/CIDRs, commas"
+    )
+    operator_session_ttl_s: int = Field(
+        8 * 3600, ge=60, le=7 * 24 * 3600, description="operator console session lifetime"
+    )
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 
@@ -72,6 +79,17 @@ class Settings(BaseSettings):
         if driver is None:
             raise ValueError(f"unsupported database {url.drivername!r}; use postgresql or sqlite")
         return url.set(drivername=driver).render_as_string(hide_password=False)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: str) -> str:
+        for i, part in enumerate(p.strip() for p in value.split(",")):
+            try:
+                if part:
+                    ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ValueError(f"entry {i + 1} is not an IP address or CIDR block") from None
+        return value
 
     @field_validator("redis_prefix")
     @classmethod

@@ -11,10 +11,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from sqlalchemy import func, insert, select, tuple_, update
+from sqlalchemy import case, func, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from common.names import name_key
 from db.models import Building, Player, Troop, Village, VillageStock
 from db.worldgen import VillageTemplate, free_coordinates, stock_row
 
@@ -24,7 +25,7 @@ _ATTEMPTS = 5  # transactions retried after losing a spot race
 
 
 class NameTaken(Exception):
-    """Another player already has this name."""
+    """Another player already has this name, or one that looks the same (``common.names``)."""
 
 
 class MapFull(Exception):
@@ -42,15 +43,23 @@ class NewAccount:
 @dataclass(frozen=True)
 class Credentials:
     player_id: int
+    name: str  # as registered (a login may spell it another way)
     password_hash: str
 
 
 async def find_credentials(engine: AsyncEngine, name: str) -> Credentials | None:
+    """The account ``name`` or a look-alike of it names (the exact name first: players who
+    shared a key before keys existed keep their own accounts)."""
     async with engine.connect() as conn:
         row = (
-            await conn.execute(select(Player.id, Player.password_hash).where(Player.name == name))
+            await conn.execute(
+                select(Player.id, Player.name, Player.password_hash)
+                .where(or_(Player.name_key == name_key(name), Player.name == name))
+                .order_by(case((Player.name == name, 0), else_=1))
+                .limit(1)
+            )
         ).first()
-    return None if row is None else Credentials(row.id, row.password_hash)
+    return None if row is None else Credentials(row.id, row.name, row.password_hash)
 
 
 async def set_password_hash(engine: AsyncEngine, player_id: int, password_hash: str) -> None:
@@ -82,7 +91,9 @@ async def _free_spot(conn: AsyncConnection, radius: int, rng: random.Random) -> 
 
 async def _name_exists(engine: AsyncEngine, name: str) -> bool:
     async with engine.connect() as conn:
-        found = await conn.execute(select(func.count()).where(Player.name == name))
+        found = await conn.execute(
+            select(func.count()).where(or_(Player.name == name, Player.name_key == name_key(name)))
+        )
         return bool(found.scalar())
 
 
@@ -109,7 +120,12 @@ async def create_account(
                 player_id = (
                     await conn.execute(
                         insert(Player)
-                        .values(name=name, password_hash=password_hash, created_ms=now_ms)
+                        .values(
+                            name=name,
+                            name_key=name_key(name),
+                            password_hash=password_hash,
+                            created_ms=now_ms,
+                        )
                         .returning(Player.id)
                     )
                 ).scalar_one()

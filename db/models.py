@@ -48,6 +48,8 @@ class Player(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(32), unique=True)
+    # common.names.name_key(name): look-alike names share it, so the second one is refused
+    name_key: Mapped[str] = mapped_column(String(192), unique=True)
     password_hash: Mapped[str] = mapped_column(String(255))
     created_ms: Mapped[int]
     is_bot: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -231,4 +233,59 @@ class IdempotentResponse(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[int] = mapped_column(Integer)
     body: Mapped[dict[str, Any]]
+    created_ms: Mapped[int] = mapped_column(index=True)
+
+
+# --- operators (webfront.admin) ---------------------------------------------------------------
+
+
+class Operator(Base):
+    """An operator account of the console; apart from players (``wgctl operator create``)."""
+
+    __tablename__ = "operators"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(32), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_ms: Mapped[int]
+
+
+class OperatorSession(Base):
+    """An operator's login; like ``PlayerSession``, only the token's hash is stored."""
+
+    __tablename__ = "operator_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    operator_id: Mapped[int] = mapped_column(
+        ForeignKey("operators.id", ondelete="CASCADE"), index=True
+    )
+    created_ms: Mapped[int]
+    expires_ms: Mapped[int]
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class PlayerBan(Base):
+    """A banned player: no login, no session, no command until unbanned."""
+
+    __tablename__ = "player_bans"
+
+    player_id: Mapped[int] = mapped_column(
+        ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    reason: Mapped[str] = mapped_column(String(200))
+    operator_id: Mapped[int | None] = mapped_column(ForeignKey("operators.id", ondelete="SET NULL"))
+    created_ms: Mapped[int]
+
+
+class AuditEntry(Base):
+    """One operator action: who did what to which target, when, and how it ended."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    operator_id: Mapped[int | None] = mapped_column(ForeignKey("operators.id", ondelete="SET NULL"))
+    operator_name: Mapped[str] = mapped_column(String(32))  # kept when the account goes
+    action: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]]
     created_ms: Mapped[int] = mapped_column(index=True)

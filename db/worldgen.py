@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common.amounts import to_fixed
 from common.clock import SYSTEM_CLOCK, Clock
+from common.names import name_key
 from db.models import Building, Player, Troop, Village, VillageStock
 
 RESOURCES = ("wood", "clay", "iron", "crop")
@@ -118,6 +119,7 @@ async def generate_world(
             {
                 "id": first_player + i,
                 "name": f"{name_prefix}{first_player + i}",
+                "name_key": name_key(f"{name_prefix}{first_player + i}"),
                 "password_hash": password_hash,
                 "created_ms": now,
                 "is_bot": True,

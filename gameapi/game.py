@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import MetaData, Select, Table
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
     from common.queue.handlers import HandlerRegistry
     from common.settings import Settings
 
@@ -98,6 +100,11 @@ class Game:
     tables: MetaData | None = None  # the game's own tables (its Alembic branch creates them)
     migrations: Path | None = None  # the game's Alembic versions directory
     snapshot_parts: Sequence[SnapshotPart] = ()
+    # the operator console's view of the game (webfront/admin/hooks.py says what they return)
+    admin_timeline: (
+        Callable[[AsyncSession, int], Awaitable[dict[str, list[dict[str, Any]]]]] | None
+    ) = None
+    replay_report: Callable[[AsyncSession, int], Awaitable[dict[str, Any] | None]] | None = None
     # a periodic job: (name, every_s, async fn(settings)) run once per world per interval
     jobs: Sequence[tuple[str, float, Callable[..., Awaitable[None]]]] = ()
 

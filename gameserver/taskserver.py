@@ -397,6 +397,10 @@ class TaskServer:
             for s in await self.queue.stats(sorted(self.held)):
                 if s.partition not in self.held:
                     continue  # released while we read: its new owner exports it
+                if s.error is not None:  # its gauges keep their last values; the rest go on
+                    if self._warn_due(f"stats-{s.partition}", now):
+                        log.warning("partition %d: stats skipped: %s", s.partition, s.error)
+                    continue
                 label = str(s.partition)
                 m.depth.labels(label).set(s.depth)
                 m.ready.labels(label).set(s.ready)

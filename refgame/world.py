@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from db.worldgen import VillageTemplate
 from gameapi.game import Game, Resource
-from refgame import commands, handlers
+from refgame import admin, commands, handlers
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.resources import RESOURCES
@@ -93,4 +93,6 @@ GAME = Game(
     register_handlers=handlers.register,
     commands=commands.ROUTES,
     rule_errors=commands.RULE_ERRORS,
+    admin_timeline=admin.admin_timeline,
+    replay_report=admin.replay_report,
 )

@@ -419,7 +419,8 @@ def _local_proxy_config(tmp_path: Path, listen: int, backend: int) -> Path:
         "listen 80;": f"listen 127.0.0.1:{listen};",
         "http://webfront:8080": f"http://127.0.0.1:{backend}",
         "http://grafana:3000": f"http://127.0.0.1:{backend}",
-        "alias /srv/webgame/static/;": f"alias {ROOT / 'webfront/static'}/;",
+        "alias /srv/webgame/static/;": f"alias {ROOT / 'refgame/static'}/;",
+        "alias /srv/webgame/sdk/;": f"alias {ROOT / 'webfront/static/sdk'}/;",
         "http {": "http {\n"
         + "".join(
             f"    {kind}_temp_path {tmp_path / kind};\n"
@@ -430,7 +431,8 @@ def _local_proxy_config(tmp_path: Path, listen: int, backend: int) -> Path:
         assert text.count(old) == 1, old
         text = text.replace(old, new)
     compose_mounts = _compose()["services"]["proxy"]["volumes"]
-    assert "./webfront/static:/srv/webgame/static:ro" in compose_mounts
+    assert "${GAME_CLIENT_DIR:-./refgame/static}:/srv/webgame/static:ro" in compose_mounts
+    assert "./webfront/static/sdk:/srv/webgame/sdk:ro" in compose_mounts
     conf = tmp_path / "nginx.conf"
     conf.write_text(text)
     return conf
@@ -487,7 +489,9 @@ def test_proxy_serves_static_files_and_forwards_the_client_address(
 
         # static files come from the proxy itself, with the browser hardening headers
         status, headers, body = _get(f"{base}/static/app.js")
-        assert status == 200 and body == (ROOT / "webfront/static/app.js").read_bytes()
+        assert status == 200 and body == (ROOT / "refgame/static/app.js").read_bytes()
+        status, _, body = _get(f"{base}/sdk/webgame.js")
+        assert status == 200 and body == (ROOT / "webfront/static/sdk/webgame.js").read_bytes()
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert "Server" not in headers or "/" not in headers["Server"]  # no version
         assert _get(f"{base}/static/no-such-file.js")[0] == 404

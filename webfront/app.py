@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,17 +16,30 @@ from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
-from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
+from webfront import (
+    admin,
+    auth,
+    clocksync,
+    health,
+    keys,
+    mapview,
+    openapi,
+    protocol,
+    reports,
+    snapshot,
+)
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
+from webfront.proxies import ClientResolver, parse_networks
 from webfront.queries import query_endpoints
 from webfront.ratelimit import RateLimiter
 from webfront.routing import Endpoint, mount
 from webfront.sessions import SessionStore
 from webfront.state import (
+    CLIENTS,
     CLOCK,
     CONFIG,
     ENGINE,
@@ -165,8 +177,7 @@ def create_app(
     settings: Settings, clock: Clock = SYSTEM_CLOCK, *, config: WebConfig | None = None
 ) -> web.Application:
     config = config or WebConfig()
-    if config.metrics_token is None and settings.web_metrics_token:
-        config = dataclasses.replace(config, metrics_token=settings.web_metrics_token)
+    protocol.install()  # parser refusals in the error shape, logged without the request
     metrics = Metrics()
     app = web.Application(client_max_size=config.max_body_bytes)
     app[SETTINGS] = settings
@@ -176,6 +187,7 @@ def create_app(
     game = load_game(settings.game)
     app[GAME] = game
     app[EVENT_KINDS] = handler_registry(game, settings)
+    app[CLIENTS] = ClientResolver(parse_networks(settings.trusted_proxies))
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
     mount(
@@ -190,6 +202,7 @@ def create_app(
             *query_endpoints(game.queries, game.rule_errors),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
+            *admin.endpoints(settings.game),
             *client_endpoints(settings.game),
         ],
         metrics,

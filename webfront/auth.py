@@ -4,8 +4,10 @@ A session travels in an ``HttpOnly; SameSite=Strict; Path=/`` cookie (plus
 ``Secure`` over https) for browsers, or as ``Authorization: Bearer <token>``
 for other clients; the login answer carries the token for the latter. Every
 login makes a new token (no session fixation). Login is rate-limited per
-account name and per client address, registration per address, before any
-password is hashed, so the limits also cap the CPU an attacker can burn.
+client address, then per existing account and address, then per account
+(``WebConfig``), registration per address, before any password is hashed, so
+the limits also cap the CPU an attacker can burn. A client is what
+``webfront.proxies`` says (the peer, or what a trusted proxy forwards).
 """
 
 from __future__ import annotations
@@ -18,18 +20,22 @@ from aiohttp import web
 
 from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
 from webfront import ratelimit
+from webfront.admin import bans
 from webfront.codec import respond
 from webfront.errors import ApiError, unauthorized
+from webfront.password_policy import weakness
 from webfront.passwords import hash_password, needs_rehash, unusable_reason, verify_password
 from webfront.routing import Endpoint
 from webfront.sessions import COOKIE, NewSession, token_from_headers, token_hash
 from webfront.state import (
+    CLIENTS,
     CLOCK,
     CONFIG,
     ENGINE,
     GAME,
     HASH_POOL,
     LIMITER,
+    REDIS,
     SESSIONS,
     SETTINGS,
 )
@@ -65,16 +71,17 @@ async def authenticate(request: web.Request) -> int:
     token = token_from_headers(request.headers.get("Authorization"), request.headers.get("Cookie"))
     if token is None:
         raise unauthorized()
-    player_id = await request.app[SESSIONS].player_of(token_hash(token))
-    if player_id is None:
+    digest = token_hash(token)
+    player_id = await request.app[SESSIONS].player_of(digest)
+    if player_id is None:  # a session lost to a ban says so (403 banned)
+        await bans.refuse_if_marked(request.app[REDIS], request.app[SETTINGS].redis_prefix, digest)
         raise unauthorized("the session is unknown, expired or logged out; log in again")
     return player_id
 
 
 def _address(request: web.Request) -> str:
-    # The peer address: behind a reverse proxy, configure it to connect from a
-    # distinct address per client or limits apply to the proxy as a whole.
-    return request.remote or "unknown"
+    # behind a reverse proxy, list it in TRUSTED_PROXIES, or every client has its address
+    return request.app[CLIENTS].client(request).address
 
 
 async def _hash_in_pool(request: web.Request, func: Any, *args: Any) -> Any:
@@ -118,6 +125,8 @@ async def register(request: web.Request) -> web.Response:
         code="too_many_attempts",
     )
     body = await read_body(request, RegisterBody)
+    if problem := await _hash_in_pool(request, weakness, body.password, body.name):
+        raise ApiError(422, "weak_password", problem)
     settings = request.app[SETTINGS]
     template = request.app[GAME].new_place(settings.world_speed, False)
     password_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
@@ -141,24 +150,40 @@ async def register(request: web.Request) -> web.Response:
 
 async def login(request: web.Request) -> web.Response:
     config = request.app[CONFIG]
-    body = await read_body(request, LoginBody)
-    await request.app[LIMITER].hit(
-        ratelimit.Check(
-            "login-account",
-            ratelimit.hashed(body.name.casefold()),
-            config.login_per_account,
-            "too many login attempts for this account; try again later",
-        ),
+    limiter = request.app[LIMITER]
+    address = ratelimit.hashed(_address(request))
+    # the address first: an attempt refused here costs no account anything
+    await limiter.hit(
         ratelimit.Check(
             "login-address",
-            ratelimit.hashed(_address(request)),
+            address,
             config.login_per_address,
             "too many login attempts from this address; try again later",
         ),
         code="too_many_attempts",
     )
+    body = await read_body(request, LoginBody)
     engine = request.app[ENGINE]
     found = await find_credentials(engine, body.name)
+    if found is not None:
+        # Only real accounts are counted (names are public on the map anyway), so made-up
+        # names make no keys. Per account and address first: one attacker's address runs
+        # out long before the account's ceiling, and its owner elsewhere keeps logging in.
+        await limiter.hit(
+            ratelimit.Check(
+                "login-account-address",
+                f"{found.player_id}:{address}",
+                config.login_per_account_address,
+                "too many login attempts for this account; try again later",
+            ),
+            ratelimit.Check(
+                "login-account",
+                str(found.player_id),
+                config.login_per_account,
+                "too many login attempts for this account; try again later",
+            ),
+            code="too_many_attempts",
+        )
     stored = found.password_hash if found else None
     ok = await _hash_in_pool(request, verify_password, body.password, stored, config.scrypt)
     if not ok or found is None:
@@ -174,7 +199,11 @@ async def login(request: web.Request) -> web.Response:
         new_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
         await set_password_hash(engine, found.player_id, new_hash)
     session = await request.app[SESSIONS].create(found.player_id)
-    return _session_response(request, session, body.name, None, 200)
+    # checked after the session exists, so a ban committed meanwhile finds it or is seen here
+    if await bans.is_banned(engine, found.player_id):
+        await request.app[SESSIONS].revoke(token_hash(session.token))
+        raise bans.banned_error()
+    return _session_response(request, session, found.name, None, 200)
 
 
 async def logout(request: web.Request) -> web.Response:
@@ -198,7 +227,7 @@ ENDPOINTS = [
         body=RegisterBody,
         response=SessionOut,
         status=201,
-        errors=(409, 429),
+        errors=(409, 422, 429),
     ),
     Endpoint(
         "POST",

@@ -23,8 +23,13 @@ class Limit:
 class WebConfig:
     scrypt: ScryptParams = field(default_factory=ScryptParams)
     hash_threads: int = 2  # password hashes at once per process (each holds scrypt's memory)
-    login_per_account: Limit = Limit(10, 15 * 60_000)
+    # Login: an address first, then an existing account from that address, then the account
+    # from everywhere (a ceiling that takes several addresses to reach). A refused attempt
+    # counts only against the limit that refused it, and accounts that do not exist are not
+    # counted, so a flood of made-up names makes no keys and locks nobody out.
     login_per_address: Limit = Limit(60, 15 * 60_000)
+    login_per_account_address: Limit = Limit(10, 15 * 60_000)
+    login_per_account: Limit = Limit(100, 15 * 60_000)
     register_per_address: Limit = Limit(20, 60 * 60_000)
     commands_per_player: Limit = Limit(30, 10_000)
     max_body_bytes: int = 16 * 1024  # larger request bodies get 413
@@ -45,5 +50,6 @@ class WebConfig:
     local_cache_max_age_ms: int = 60_000
     negative_session_ttl_ms: int = 60_000  # an unknown token is remembered this long
     reports_max_per_page: int = 100
-    # /metrics answers loopback clients without a proxy header, or anyone sending this token
+    # /metrics answers local clients (webfront.proxies), or anyone sending this token
+    # (when None: the setting WEB_METRICS_TOKEN)
     metrics_token: str | None = None

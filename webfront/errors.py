@@ -81,14 +81,27 @@ def too_many(code: str, message: str, retry_after_s: int) -> ApiError:
     return ApiError(429, code, message, headers={"Retry-After": str(retry_after_s)})
 
 
-def from_validation(exc: ValidationError) -> ApiError:
-    """422 listing each bad field; the offending input is never echoed back."""
+def from_validation(exc: ValidationError, known: frozenset[str] = frozenset()) -> ApiError:
+    """422 listing each bad field; the offending input is never echoed back.
+
+    A location part is shown when it is a field name in ``known`` (the model's) or an
+    index; anything else in it (an unknown key, a dict key) was chosen by the client and
+    shows as ``*``. A message that quotes its input says ``invalid value`` instead.
+    """
     problems = []
-    for err in exc.errors(include_url=False, include_input=False, include_context=False):
+    for err in exc.errors(include_url=False, include_context=False):
         if err["type"] == "json_invalid":
             return ApiError(400, "malformed_json", "the request body is not valid JSON")
-        loc = ".".join(str(part) for part in err["loc"]) or "body"
-        problems.append({"field": loc, "problem": err["msg"]})
+        parts = [
+            str(part) if isinstance(part, int) or part in known else "*" for part in err["loc"]
+        ]
+        problem = err["msg"]
+        given = err.get("input")
+        if err["type"] == "extra_forbidden":
+            problem = "unknown field"
+        elif isinstance(given, str) and (f"'{given}'" in problem or f'"{given}"' in problem):
+            problem = "invalid value"
+        problems.append({"field": ".".join(parts) or "body", "problem": problem})
     first = problems[0] if problems else {"field": "body", "problem": "invalid"}
     return ApiError(
         422,

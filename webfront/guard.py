@@ -24,8 +24,21 @@ from aiohttp import web
 from webfront.codec import respond
 from webfront.errors import ApiError, from_exception
 from webfront.metrics import Metrics
+from webfront.protocol import SERVER
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+# Pages and files a browser renders: only this server's own scripts and styles run, no page
+# may frame them, no type sniffing, no full URL sent to other sites.
+BROWSER_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -44,11 +57,19 @@ def _require_json(request: web.Request) -> None:
         )
 
 
-def guard(handler: Handler, route: str, metrics: Metrics, *, check_csrf: bool) -> Handler:
+def guard(
+    handler: Handler,
+    route: str,
+    metrics: Metrics,
+    *,
+    check_csrf: bool,
+    browser: bool = False,
+) -> Handler:
     """``handler`` answering every error in the API's shape, counted under ``route``.
 
     ``check_csrf`` (routes of an unsafe method): refuse a request without a JSON content
-    type (415) before the handler runs.
+    type (415) before the handler runs. ``browser`` (pages and their files): answers carry
+    ``BROWSER_HEADERS``. Every answer names the server without versions.
     """
     observe = metrics.observe
     clock = time.perf_counter
@@ -66,6 +87,10 @@ def guard(handler: Handler, route: str, metrics: Metrics, *, check_csrf: bool) -
             response = error_response(request, from_exception(exc))
         except Exception as exc:
             response = error_response(request, from_exception(exc))
+        headers = response.headers
+        headers["Server"] = SERVER
+        if browser:
+            headers.update(BROWSER_HEADERS)
         observe(request.method, route, response.status, clock() - started)
         return response
 

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from webfront.errors import not_found
 from webfront.metrics import may_read_metrics
 from webfront.routing import Endpoint
-from webfront.state import CONFIG, ENGINE, METRICS, REDIS
+from webfront.state import CLIENTS, CONFIG, ENGINE, METRICS, REDIS, SETTINGS
 from webfront.validation import Out
 
 _PROBE_TIMEOUT_S = 2.0
@@ -54,7 +54,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    if not may_read_metrics(request, request.app[CONFIG].metrics_token):
+    token = request.app[CONFIG].metrics_token or request.app[SETTINGS].web_metrics_token
+    if not may_read_metrics(request, token, request.app[CLIENTS]):
         raise not_found("route")
     return web.Response(
         body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE_LATEST}

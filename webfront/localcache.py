@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from webfront.keys import REVOKED
+from webfront.keys import REVOKED, JunkEntry, decode_cached
 
 
 class LocalCache:
@@ -105,10 +105,13 @@ class LocalCache:
         """Remember a session key's value as read from Redis; False if it logs nobody in."""
         if not self.active or value is None or value == REVOKED:
             return False
-        player, _, expires = value.partition(b":")
-        if not player.isdigit() or int(expires) <= now_ms:
+        try:
+            entry = decode_cached(value)
+        except JunkEntry:  # the reader drops it (SessionStore.drop_junk)
             return False
-        self._put(self.sessions, digest, (int(player), int(expires), now_ms))
+        if entry is None or entry[1] <= now_ms:
+            return False
+        self._put(self.sessions, digest, (entry[0], entry[1], now_ms))
         return True
 
     def put_body(self, player_id: int, version: str, packed: bool, body: bytes) -> None:

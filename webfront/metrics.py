@@ -4,10 +4,11 @@ Requests are counted and timed per *route template* (``/api/reports/{id}``),
 never per raw path, so label sets stay bounded; unmatched paths share the
 label ``unmatched``. Each app has its own registry (tests build many apps).
 
-Exposure: ``/metrics`` answers a client on the loopback interface that came
-without a proxy header (``Forwarded``/``X-Forwarded-For``: a local reverse
-proxy would otherwise make the internet look local), or anyone presenting
-``Authorization: Bearer <WebConfig.metrics_token>``. Everyone else gets 404,
+Exposure: ``/metrics`` answers a local client (``webfront.proxies``: on the
+loopback interface, and without any forwarding header unless it came through
+a trusted proxy: a local reverse proxy would otherwise make the internet look
+local), or anyone presenting ``Authorization: Bearer <token>``
+(``WEB_METRICS_TOKEN`` or ``WebConfig.metrics_token``). Everyone else gets 404,
 as if the route did not exist. Scrape it from the host or a sidecar.
 With ``--workers N`` each worker has its own registry and a scrape reaches
 whichever worker the kernel picks: scrape each worker or use one process.
@@ -16,7 +17,6 @@ whichever worker the kernel picks: scrape each worker or use one process.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import accumulate
@@ -27,6 +27,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
+
+from webfront.proxies import ClientResolver
 
 _BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _LE = [*(floatToGoString(b) for b in _BUCKETS_S), "+Inf"]
@@ -77,14 +79,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def may_read_metrics(request: web.Request, token: str | None) -> bool:
+def may_read_metrics(request: web.Request, token: str | None, clients: ClientResolver) -> bool:
     if token:
         auth = request.headers.get("Authorization", "")
         if hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
             return True
-    if "Forwarded" in request.headers or "X-Forwarded-For" in request.headers:
-        return False
-    try:
-        return ipaddress.ip_address(request.remote or "").is_loopback
-    except ValueError:
-        return False
+    return clients.client(request).local

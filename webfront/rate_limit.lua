@@ -1,11 +1,19 @@
--- Fixed-window counters: one INCR per limit, all in one round trip.
+-- Fixed-window counters checked in order: a hit counts against limit i only when it
+-- passed limits 1..i-1, so a hit refused by an earlier limit costs the later ones nothing.
 -- KEYS[i] = counter key of limit i (its window start is in the name)
--- ARGV[i] = window length in ms of limit i (the counter's time to live)
--- Returns the counters after this hit, in KEYS order.
+-- ARGV[2i-1] = window length in ms of limit i (the counter's time to live)
+-- ARGV[2i] = the count limit i allows per window
+-- Returns the counters after this hit, in KEYS order: 0 for the limits not reached.
 local out = {}
+local refused = false
 for i, key in ipairs(KEYS) do
-  local n = redis.call('INCR', key)
-  if n == 1 then redis.call('PEXPIRE', key, ARGV[i]) end
-  out[i] = n
+  if refused then
+    out[i] = 0
+  else
+    local n = redis.call('INCR', key)
+    if n == 1 then redis.call('PEXPIRE', key, ARGV[2 * i - 1]) end
+    out[i] = n
+    refused = n > tonumber(ARGV[2 * i])
+  end
 end
 return out

@@ -4,7 +4,11 @@ A window is ``[floor(now / window) * window, +window)`` on the app clock, so
 tests move a ``ManualClock`` past it instead of sleeping. Fixed windows allow
 a burst of up to twice the limit across a window edge; that is acceptable for
 the purpose (stopping password guessing and command floods) and costs one INCR.
-Every attempt counts, refused ones too.
+
+The checks of one hit are staged: a hit counts against a check only when every
+check before it let it through, so an attacker over their own address's limit
+spends nobody else's budget. Refused hits count against the check that refused
+them (an address over its limit stays over it).
 """
 
 from __future__ import annotations
@@ -44,14 +48,16 @@ class RateLimiter:
         self._script = redis.register_script(_SCRIPT)
 
     async def hit(self, *checks: Check, code: str = "rate_limited") -> None:
-        """Count one hit against every check; raise 429 with ``Retry-After`` if any is over."""
+        """Count one hit against each check in order, up to the first one it is over;
+        raise 429 with ``Retry-After`` then."""
         now = self._clock.now_ms()
         starts = [now - now % c.limit.window_ms for c in checks]
         counter_keys = [
             keys.rate_limit(self._prefix, c.scope, c.ident, start)
             for c, start in zip(checks, starts, strict=True)
         ]
-        counts = await self._script(keys=counter_keys, args=[c.limit.window_ms for c in checks])
+        args = [n for c in checks for n in (c.limit.window_ms, c.limit.count)]
+        counts = await self._script(keys=counter_keys, args=args)
         retry_after_ms = 0
         message = ""
         for check, start, count in zip(checks, starts, counts, strict=True):

@@ -122,7 +122,14 @@ def mount(app: web.Application, endpoints: Sequence[Endpoint], metrics: Metrics)
             handler = static_files(endpoint.static_dir)
         elif handler is None:
             raise ValueError(f"endpoint {endpoint.path} has neither a handler nor a static_dir")
-        guarded = guard(handler, endpoint.path, metrics, check_csrf=endpoint.method in UNSAFE)
+        browser = endpoint.static_dir is not None or endpoint.media_type == "text/html"
+        guarded = guard(
+            handler,
+            endpoint.path,
+            metrics,
+            check_csrf=endpoint.method in UNSAFE,
+            browser=browser,
+        )
         router.add_route(endpoint.method, endpoint.path, guarded)
         if endpoint.static_dir is not None:
             router.add_route("HEAD", endpoint.path, guarded)
@@ -135,4 +142,14 @@ def mount(app: web.Application, endpoints: Sequence[Endpoint], metrics: Metrics)
 
     fallback = Unmatched(router, guard(unmatched, UNMATCHED, metrics, check_csrf=False))
     router.register_resource(fallback)
+    resolve = router.resolve
+
+    async def resolve_pathless(request: web.Request) -> UrlMappingMatchInfo:
+        # aiohttp's router answers a request without a path (``CONNECT host:port``) itself,
+        # in plain text: send it to the fallback like any other unmatched request
+        if not request.rel_url.raw_path:
+            return (await fallback.resolve(request))[0]
+        return await resolve(request)
+
+    router.resolve = resolve_pathless  # type: ignore[method-assign]
     app[ENDPOINTS] = list(endpoints)

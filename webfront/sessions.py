@@ -20,12 +20,14 @@ own process at once, other processes when Redis's push arrives (and within
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -33,10 +35,12 @@ from common.clock import Clock
 from db.models import PlayerSession
 from webfront import keys
 from webfront.fastredis import FastRedis
-from webfront.keys import REVOKED
+from webfront.keys import REVOKED, JunkEntry, decode_cached
 
 if TYPE_CHECKING:
     from webfront.localcache import LocalCache
+
+log = logging.getLogger(__name__)
 
 COOKIE = "wg_session"
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{43}")  # what token_urlsafe(32) makes
@@ -76,13 +80,12 @@ def token_from_headers(authorization: str | None, cookie_header: str | None) -> 
 
 
 def parse_cached(value: bytes, now_ms: int) -> int | None:
-    """The player id of a cached entry, or None when revoked, unknown or expired."""
-    if value == REVOKED:
+    """The player id of a cached entry, or None when revoked, unknown or expired; JunkEntry
+    when it is neither (whoever wrote it, the database decides: ``SessionStore.drop_junk``)."""
+    entry = decode_cached(value)
+    if entry is None or entry[1] <= now_ms:
         return None
-    player, _, expires = value.partition(b":")
-    if int(expires) <= now_ms:
-        return None
-    return int(player)
+    return entry[0]
 
 
 class SessionStore:
@@ -138,19 +141,35 @@ class SessionStore:
     async def player_of(self, digest: str) -> int | None:
         """The player a token hash logs in, or None: no Redis read when remembered, else one."""
         local = self._local
-        if local is not None:
-            player_id = local.player(digest, self._clock.now_ms())
-            if player_id is not None:
-                return player_id
-            cached = await self._fast.execute(
-                "GET",
-                keys.session(self._prefix, digest),
-                on_reply=lambda value: local.fill_session(digest, value, self._clock.now_ms()),
-            )
-        else:
-            cached = await self._fast.execute("GET", keys.session(self._prefix, digest))
+        key = keys.session(self._prefix, digest)
+        try:
+            if local is not None:
+                player_id = local.player(digest, self._clock.now_ms())
+                if player_id is not None:
+                    return player_id
+                cached = await self._fast.execute(
+                    "GET",
+                    key,
+                    on_reply=lambda value: local.fill_session(digest, value, self._clock.now_ms()),
+                )
+            else:
+                cached = await self._fast.execute("GET", key)
+        except ResponseError as exc:  # WRONGTYPE: not a string at all
+            if not str(exc).startswith("WRONGTYPE"):
+                raise
+            return await self.drop_junk(digest)
         if cached is not None:
-            return parse_cached(cached, self._clock.now_ms())
+            try:
+                return parse_cached(cached, self._clock.now_ms())
+            except JunkEntry:
+                return await self.drop_junk(digest)
+        return await self.load(digest)
+
+    async def drop_junk(self, digest: str) -> int | None:
+        """A junk cache entry (a wrong value or type) is a miss: dropped, then read from the
+        database. The log names no token hash (``SECURITY.md``)."""
+        log.warning("a session cache entry held junk: dropped, read from the database")
+        await self._redis.delete(keys.session(self._prefix, digest))
         return await self.load(digest)
 
     async def load(self, digest: str) -> int | None:

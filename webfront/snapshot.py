@@ -48,7 +48,13 @@ from webfront.errors import unauthorized
 from webfront.fastredis import FastRedis, Script
 from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
-from webfront.sessions import SessionStore, parse_cached, token_from_headers, token_hash
+from webfront.sessions import (
+    JunkEntry,
+    SessionStore,
+    parse_cached,
+    token_from_headers,
+    token_hash,
+)
 from webfront.snapshot_reads import SnapshotReads
 from webfront.validation import Out
 
@@ -321,8 +327,11 @@ async def _poll_redis(
         on_reply=lambda r: local.fill_from_poll(digest, r, packed, clock.now_ms()),
     )
     now = clock.now_ms()
-    if reply:
-        player_id = parse_cached(reply[0], now)
+    if reply and reply[0] is not None:
+        try:
+            player_id = parse_cached(reply[0], now)
+        except JunkEntry:
+            player_id, reply = await service.sessions.drop_junk(digest), []
         version = reply[1].decode() if len(reply) > 1 else None
     else:  # session not cached yet (new process, evicted, Redis restarted)
         player_id = await service.sessions.load(digest)

@@ -4,10 +4,11 @@
 -- ARGV[2] = snapshot body cache key prefix
 -- ARGV[3] = the version the client holds (from If-None-Match; '' if none)
 -- ARGV[4] = body format, 'j' (JSON) or 'm' (msgpack)
--- Returns {} if the session is not cached, {session} if it is revoked or the
+-- Returns {} if the session is not cached, {'?'} if its key is not a string, {session} if it is revoked or the
 -- player has no version yet, {session, version} if the client's version is
 -- current or no body is cached, {session, version, body} otherwise.
-local session = redis.call('GET', KEYS[1])
+local session = redis.pcall('GET', KEYS[1])
+if type(session) == 'table' then return {'?'} end  -- not a string: junk, the caller drops it
 if not session then return {} end
 local player = string.match(session, '^(%d+):')
 if not player then return {session} end

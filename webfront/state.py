@@ -17,6 +17,7 @@ from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
+from webfront.proxies import ClientResolver
 from webfront.ratelimit import RateLimiter
 from webfront.sessions import SessionStore
 
@@ -24,6 +25,7 @@ SETTINGS = web.AppKey("settings", Settings)
 CLOCK = web.AppKey("clock", Clock)  # type: ignore[type-abstract]
 CONFIG = web.AppKey("config", WebConfig)
 METRICS = web.AppKey("metrics", Metrics)
+CLIENTS = web.AppKey("clients", ClientResolver)  # who a request comes from (trusted proxies)
 # opened in cleanup_ctx (webfront.app._resources):
 ENGINE = web.AppKey("engine", AsyncEngine)
 REDIS = web.AppKey("redis", Redis)

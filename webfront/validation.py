@@ -3,15 +3,17 @@
 Bodies are parsed by pydantic straight from the raw bytes (strict: a JSON
 string is never taken for a number, ``true`` never for ``1``), unknown fields
 are refused, and every number and string has bounds. Names are NFKC-normalized
-first and then length-checked, so look-alike spellings collapse and nothing
-grows past its column.
+first and then length-checked, so compatibility forms collapse and nothing
+grows past its column; look-alikes are compared by ``common.names.name_key``.
+Error answers never show a key the client chose (``field_names``).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar, get_args
 
 from aiohttp import web
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -73,6 +75,29 @@ Password = Annotated[str, Field(min_length=8, max_length=128), AfterValidator(_n
 Id = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
 
+@functools.cache
+def field_names(model: type[BaseModel]) -> frozenset[str]:
+    """Every field name and alias of ``model`` and the models inside it: the location parts
+    an error may show (anything else in a location was chosen by the client)."""
+    names: set[str] = {"[key]"}
+    seen: set[type[BaseModel]] = set()
+    todo: list[Any] = [model]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            if item in seen:
+                continue
+            seen.add(item)
+            for name, info in item.model_fields.items():
+                names.add(name)
+                if info.alias:
+                    names.add(info.alias)
+                todo.append(info.annotation)
+        else:
+            todo.extend(get_args(item))
+    return frozenset(names)
+
+
 async def read_body(request: web.Request, model: type[M]) -> M:
     """The validated JSON body; 400/413/422 with the error shape otherwise."""
     raw = await request.read()  # aiohttp raises 413 past client_max_size
@@ -81,17 +106,19 @@ async def read_body(request: web.Request, model: type[M]) -> M:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
-        raise from_validation(exc) from None
+        raise from_validation(exc, field_names(model)) from None
 
 
 def read_query(request: web.Request, model: type[M]) -> M:
+    known = field_names(model)
     for name in request.query:
         if len(request.query.getall(name)) > 1:
-            raise ApiError(422, "invalid_request", f"{name}: given more than once")
+            shown = name if name in known else "*"
+            raise ApiError(422, "invalid_request", f"{shown}: given more than once")
     try:
         return model.model_validate(dict(request.query))
     except ValidationError as exc:
-        raise from_validation(exc) from None
+        raise from_validation(exc, known) from None
 
 
 def path_id(request: web.Request, name: str, what: str) -> int:

@@ -159,6 +159,70 @@ def status() -> None:
     run_async(run)
 
 
+@cli.group()
+def operator() -> None:
+    """Operator accounts of the web console under /admin."""
+
+
+@operator.command("create")
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+def operator_create(name: str, password_stdin: bool) -> None:
+    """Create the operator NAME (the password is asked for, or read from stdin)."""
+    from webfront.admin.operators import NAME_RE, OperatorExists, create_operator
+    from webfront.passwords import ScryptParams, hash_password
+
+    if NAME_RE.fullmatch(name) is None:
+        fail("operator name: 3 to 32 letters, digits, '.', '_' or '-'")
+    settings = _settings()
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not 8 <= len(password) <= 128:
+        fail("password: 8 to 128 characters")
+    password_hash = hash_password(password, ScryptParams())
+
+    async def run() -> None:
+        engine = create_engine(settings)
+        try:
+            await check_database(engine)
+            try:
+                operator_id = await create_operator(
+                    engine, name, password_hash, int(time.time() * 1000)
+                )
+            except OperatorExists as exc:
+                raise FatalError(str(exc)) from None
+        finally:
+            await engine.dispose()
+        click.echo(f"operator {name} created (id {operator_id})")
+
+    run_async(run)
+
+
+@operator.command("list")
+def operator_list() -> None:
+    """List the operator accounts."""
+    from webfront.admin.operators import list_operators
+
+    settings = _settings()
+
+    async def run() -> None:
+        engine = create_engine(settings)
+        try:
+            await check_database(engine)
+            rows = await list_operators(engine)
+        finally:
+            await engine.dispose()
+        if not rows:
+            click.echo("no operators; create one with `wgctl operator create NAME`")
+        for row in rows:
+            created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row.created_ms / 1000))
+            click.echo(f"{row.id:>5}  {row.name:<32}  created {created} UTC")
+
+    run_async(run)
+
+
 def _register_optional_groups() -> None:
     """Subcommand groups that live next to the code they operate (queue, run, ...)."""
     for module, attr in (("common.queue.cli", "queue_cli"), ("wgctl.localrun", "run")):

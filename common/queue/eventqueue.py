@@ -153,12 +153,22 @@ class EventQueue:
             await script.load(self.redis)
 
     async def _pipelined(
-        self, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+        self,
+        script: Script,
+        calls: Sequence[tuple[Sequence[Any], Sequence[Any]]],
+        *,
+        raise_on_error: bool = True,
     ) -> list[Any]:
         """Run ``script`` once per (keys, args): one round trip (concurrent calls on a cluster,
-        whose pipelines refuse scripts)."""
+        whose pipelines refuse scripts). ``raise_on_error=False``: a call's Redis error is
+        returned in its place."""
         if isinstance(self.redis, RedisCluster):
-            return list(await asyncio.gather(*(script(self.redis, k, a) for k, a in calls)))
+            return list(
+                await asyncio.gather(
+                    *(script(self.redis, k, a) for k, a in calls),
+                    return_exceptions=not raise_on_error,
+                )
+            )
         for attempt in range(2):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for keys, args in calls:
@@ -168,7 +178,9 @@ class EventQueue:
                 await script.load(self.redis)
                 continue  # scripts are idempotent for the calls that did run
             for result in results:
-                if isinstance(result, Exception):
+                if isinstance(result, Exception) and (
+                    raise_on_error or not isinstance(result, ResponseError)
+                ):
                     raise result
             return results
         raise AssertionError("unreachable")
@@ -590,8 +602,24 @@ class EventQueue:
         out = await _MISSING(self.redis, (k.byid, k.inflight, k.batches), ids)
         return [int(i, 16) for i in out]
 
+    async def _bad_keys(self, partition: int) -> str:
+        """Which of a partition's keys hold the wrong type (what the stats script trips on)."""
+        k = self._keys[partition]
+        bad = []
+        for field, expected in _KEY_TYPES.items():
+            key = getattr(k, field)
+            found = await self.redis.type(key)
+            found = found.decode() if isinstance(found, bytes) else str(found)
+            if found not in (expected, "none"):
+                bad.append(f"{key} is a {found}, not a {expected}")
+        what = "; ".join(bad) or "a key of the wrong type"
+        return f"unreadable: {what} (delete or repair it)"
+
     async def stats(self, partitions: Iterable[int] | None = None) -> list[PartitionStats]:
-        """Depth, in-flight, dead and lag (now - oldest due, 0 if none overdue) per partition."""
+        """Depth, in-flight, dead and lag (now - oldest due, 0 if none overdue) per partition.
+
+        A partition whose keys cannot be read is reported with ``error`` set and zeros, so
+        one bad key hides no other partition's figures."""
         parts = list(range(self.partitions) if partitions is None else partitions)
         if not parts:
             return []
@@ -600,13 +628,20 @@ class EventQueue:
         for p in parts:
             k = self._keys[p]
             calls.append(((k.due, k.inflight, k.batches, k.dead), (now,)))
-        rows = await self._pipelined(_STATS, calls)
+        rows = await self._pipelined(_STATS, calls, raise_on_error=False)
         out = []
-        for p, (depth, ready, inflight, dead, head) in zip(parts, rows, strict=True):
+        for p, row in zip(parts, rows, strict=True):
+            if isinstance(row, ResponseError):  # one bad key: name it, report the rest
+                out.append(PartitionStats(p, 0, 0, 0, 0, None, 0, await self._bad_keys(p)))
+                continue
+            depth, ready, inflight, dead, head = row
             oldest = _score(head)
             lag = max(0, now - oldest) if oldest is not None else 0
             out.append(PartitionStats(p, depth, ready, inflight, dead, oldest, lag))
         return out
+
+
+_KEY_TYPES = {"due": "zset", "inflight": "zset", "batches": "hash", "dead": "zset"}
 
 
 def _dead_event(partition: int, blob: bytes, died_ms: int, info: bytes | None) -> DeadEvent:

@@ -100,3 +100,5 @@ class PartitionStats:
     dead: int
     oldest_due_ms: int | None
     lag_ms: int  # now - oldest due time, 0 if nothing is overdue
+    # why this partition could not be read (a key of the wrong type): its figures are zeros
+    error: str | None = None

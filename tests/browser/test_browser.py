@@ -119,6 +119,11 @@ def new_page(browser: Browser, errors: list[str], url: str) -> Page:
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # the page runs under its Content-Security-Policy: anything it refuses is an error
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     enforce_csp(page, f"{url}/", errors)  # the client runs without inline script or style
     return page
 
@@ -169,7 +174,8 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
         "requestfinished",
         lambda r: polls.append(Polled.of(r)) if r.url.endswith("/api/snapshot") else None,
     )
-    page.goto(stack.url)
+    answer = page.goto(stack.url)
+    assert answer is not None and "script-src 'self'" in answer.headers["content-security-policy"]
 
     # register in the page
     page.get_by_label("Name", exact=True).fill("alice")

@@ -27,6 +27,11 @@ PUBLIC = {
     ("GET", "/"),
     ("GET", "/static/{filename}"),
     ("GET", "/sdk/{filename}"),
+    # the operator console's page, its files and its login (operators' own accounts and
+    # limits: tests/admin); every /admin/api route behind it needs an operator session
+    ("GET", "/admin"),
+    ("GET", "/admin/static/{filename}"),
+    ("POST", "/admin/api/login"),
 }
 
 

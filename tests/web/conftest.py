@@ -24,6 +24,7 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 FAST_CONFIG = WebConfig(
     scrypt=ScryptParams(n=2**10, r=8, p=1),
     login_per_account=Limit(1000, 60_000),
+    login_per_account_address=Limit(1000, 60_000),
     login_per_address=Limit(1000, 60_000),
     register_per_address=Limit(1000, 60_000),
     commands_per_player=Limit(1000, 60_000),
