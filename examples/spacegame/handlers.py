@@ -136,6 +136,7 @@ async def _attack(tx: gameapi.Tx, fleet: Fleet, target_id: int, owner: int | Non
         "seed": fleet.seed,
         "attacker": attacker.to_dict(),
         "defender": defender.to_dict(),
+        "defender_stock": stock,  # before the loot: with the seed, the report replays
         "winner": outcome.winner,
         "rounds": outcome.rounds,
         "attacker_losses": outcome.losses(attacker, outcome.attacker_left),

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Table
 
 import gameapi
-from examples.spacegame import economy
+from examples.spacegame import admin, economy
 from examples.spacegame.commands import ROUTES
 from examples.spacegame.economy import BUILDINGS
 from examples.spacegame.errors import RULE_ERRORS
@@ -59,4 +59,6 @@ GAME = gameapi.Game(
     tables=METADATA,
     migrations=HERE / "migrations" / "versions",
     snapshot_parts=PARTS,
+    admin_timeline=admin.timeline,
+    replay_report=admin.replay_report,
 )

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from common.clock import SYSTEM_CLOCK
 from common.settings import Settings
 from db.engine import create_engine
-from examples.spacegame import state
+from examples.spacegame import admin, state
 from examples.spacegame.battle import Side, fight
-from examples.spacegame.models import Fleet, Ships
+from examples.spacegame.models import Fleet, Report, Ships
 from gameapi import to_fixed
 from gameserver.main import game_registry
 from gameserver.taskserver import TaskServer
@@ -181,6 +181,10 @@ async def test_attack_from_command_to_reports_and_loot_home(world: World) -> Non
     battle = report["body"]
     replay = fight(Side.from_dict(battle["attacker"]), Side.from_dict(battle["defender"]),
                    battle["seed"])  # fmt: skip
+    async with AsyncSession(world.engine) as session:
+        ids = (await session.execute(select(Report.id))).scalars().all()
+        for report_id in ids:  # the console's replay: both sides' copies fight again alike
+            assert (await admin.replay_report(session, report_id) or {})["equal"] is True
     assert replay.winner == battle["winner"] == "attacker"
     assert replay.losses(Side.from_dict(battle["defender"]), replay.defender_left) == {
         "small_cargo": 1
