@@ -1,4 +1,5 @@
-"""The game's Alembic branch creates exactly its models' tables and comes off cleanly."""
+"""The game's Alembic branch creates exactly its models' tables, comes off cleanly and
+goes on again."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from common.settings import Settings
 from db.engine import create_engine
-from db.migrate import downgrade
+from db.migrate import downgrade, upgrade
 from examples.spacegame.models import METADATA
 from examples.spacegame.state import stocks
 
@@ -38,7 +39,7 @@ def _differences(conn: Connection) -> list[Any]:
     return [d for d in compare_metadata(context, METADATA) if _table_of(d) in GAME_TABLES]
 
 
-async def test_models_match_the_branch_and_it_downgrades(space_settings: Settings) -> None:
+async def test_models_match_the_branch_which_goes_down_and_up(space_settings: Settings) -> None:
     engine = create_engine(space_settings)
     try:
         async with engine.connect() as conn:
@@ -50,12 +51,17 @@ async def test_models_match_the_branch_and_it_downgrades(space_settings: Setting
             )
             assert {"metal", "crystal_rate", "deuterium_cap"} <= columns
         await downgrade(engine, space_settings, "spacegame@base")
-        async with engine.connect() as conn:
-            tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-            assert not GAME_TABLES & tables
-            columns = await conn.run_sync(
-                lambda c: {col["name"] for col in inspect(c).get_columns("village_stock")}
-            )
-            assert not set(stocks().names) & columns
+        try:
+            async with engine.connect() as conn:
+                tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+                assert not GAME_TABLES & tables
+                columns = await conn.run_sync(
+                    lambda c: {col["name"] for col in inspect(c).get_columns("village_stock")}
+                )
+                assert not set(stocks().names) & columns
+        finally:  # the session's PostgreSQL database serves the next tests: up again
+            await upgrade(engine, space_settings)
+            async with engine.connect() as conn:
+                assert await conn.run_sync(_differences) == []
     finally:
         await engine.dispose()
