@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import BuildOrder, March, Report, TrainingOrder, Troop
 from refgame.battle import BattleResult
 from refgame.battle import replay_report as replay_battle
+from refgame.models import BuildOrder, March, Report, TrainingOrder, Troop
 
 
 async def admin_timeline(session: AsyncSession, village_id: int) -> dict[str, list[dict[str, Any]]]:

@@ -115,6 +115,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         config.snapshot_cache_jitter,
         config.snapshot_builds,
         config.snapshot_batch,
+        app[GAME],
     )
     yield
     await app[snapshot.SNAPSHOTS].drain()
@@ -195,7 +196,7 @@ def create_app(
         [
             *clocksync.ENDPOINTS,
             *auth.ENDPOINTS,
-            *snapshot.ENDPOINTS,
+            *snapshot.endpoints(game),
             *mapview.ENDPOINTS,
             *reports.ENDPOINTS,
             *endpoints_for(game.commands, game.rule_errors),

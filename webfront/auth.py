@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
+from gameapi.stocks import stocks_of
 from webfront import ratelimit
 from webfront.admin import bans
 from webfront.codec import respond
@@ -135,7 +136,8 @@ async def register(request: web.Request) -> web.Response:
             request.app[ENGINE],
             name=body.name,
             password_hash=password_hash,
-            template=template,  # type: ignore[arg-type]  # PlaceTemplate: worldgen is next
+            template=template,
+            stocks=stocks_of(request.app[GAME]),  # type: ignore[arg-type]  # PlaceTemplate: worldgen is next
             shards=settings.tick_shards,
             map_radius=settings.map_radius,
             now_ms=request.app[CLOCK].now_ms(),

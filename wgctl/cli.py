@@ -18,8 +18,10 @@ from common.settings import Settings
 from db.engine import check_database, create_engine
 from db.migrate import current_revision, head_revision, upgrade
 from db.models import Player, ScheduledEvent, Village
-from db.worldgen import VillageTemplate, generate_world
+from db.worldgen import generate_world
+from gameapi.game import PlaceTemplate
 from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 from wgctl import runfile
 
 
@@ -41,13 +43,13 @@ class _World:
         return _settings()
 
 
-def bot_template(settings: Settings) -> VillageTemplate:
+def bot_template(settings: Settings) -> PlaceTemplate:
     """A generated bot's first place, from the game ``GAME`` names."""
     try:
         game = load_game(settings.game)
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
-    template: VillageTemplate = game.new_place(settings.world_speed, True)  # type: ignore[assignment]
+    template: PlaceTemplate = game.new_place(settings.world_speed, True)
     return template
 
 
@@ -71,9 +73,9 @@ def migrate() -> None:
         engine = create_engine(settings)
         try:
             await check_database(engine)
-            before = await current_revision(engine)
+            before = await current_revision(engine, settings)
             await upgrade(engine, settings)
-            after = await current_revision(engine)
+            after = await current_revision(engine, settings)
         finally:
             await engine.dispose()
         click.echo(f"database migrated: {before or 'empty'} -> {after}")
@@ -101,6 +103,7 @@ def worldgen(players: int, villages_per_player: int, seed: int | None) -> None:
                     players=players,
                     villages_per_player=villages_per_player,
                     template=template,
+                    stocks=stocks_of(load_game(settings.game)),
                     shards=settings.tick_shards,
                     map_radius=settings.map_radius,
                     seed=seed,
@@ -123,7 +126,7 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
     engine = create_engine(settings)
     try:
         await check_database(engine)
-        status["db_revision"] = await current_revision(engine)
+        status["db_revision"] = await current_revision(engine, settings)
         status["db_head"] = head_revision(settings)
         if status["db_revision"] is not None:
             async with engine.connect() as conn:

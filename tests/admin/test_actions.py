@@ -16,9 +16,10 @@ from common.queue.durable import add_durable_events
 from common.settings import Settings
 from db import events as pending
 from db.engine import session_factory
-from db.models import PlayerBan, ProcessedEvent, Report, ScheduledEvent
+from db.models import PlayerBan, ProcessedEvent, ScheduledEvent
 from gameserver.builtin import NOOP_DURABLE
 from refgame.battle import battle_reports, resolve_battle
+from refgame.models import Report
 from tests.admin.conftest import OPERATOR, PASSWORD, Player, RegisterFn
 from tests.web.helpers import add_march
 
