@@ -74,8 +74,8 @@ class RecallBody(gameapi.StrictBody):
 
 
 async def _spend(tx: gameapi.Tx, place_id: int, cost: dict[str, int]) -> None:
-    at = await state.stocks().settle_horizon(tx.session, tx.now_ms)
-    if await state.stocks().spend(tx.session, place_id, state.fixed(cost), at) is None:
+    at = await tx.stocks.settle_horizon(tx.session, tx.now_ms)
+    if await tx.stocks.spend(tx.session, place_id, state.fixed(cost), at) is None:
         raise NotEnough("not enough resources on the planet", cost=cost)
 
 

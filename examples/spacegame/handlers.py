@@ -108,7 +108,7 @@ async def _send_home(
 async def _transport(tx: gameapi.Tx, fleet: Fleet, target_id: int, owner: int | None) -> None:
     cargo = _cargo(fleet)
     # storage caps the delivery: what does not fit is lost, as in a full OGame storage
-    await state.stocks().deposit(tx.session, target_id, state.fixed(cargo), fleet.arrive_ms)
+    await tx.stocks.deposit(tx.session, target_id, state.fixed(cargo), fleet.arrive_ms)
     body = {"origin_id": fleet.origin_id, "target_id": target_id, "cargo": cargo}
     await _report(tx.session, [fleet.owner_id, owner], "transport", fleet.arrive_ms, body)
     await _send_home(tx, fleet, dict(fleet.ships), dict.fromkeys(RESOURCES, 0))
@@ -127,7 +127,7 @@ async def _attack(tx: gameapi.Tx, fleet: Fleet, target_id: int, owner: int | Non
     stock = await state.stock_units(tx, target_id, at)
     loot = attack_loot(outcome, stock)
     if any(loot.values()):
-        spent = await state.stocks().spend(session, target_id, state.fixed(loot), at)
+        spent = await tx.stocks.spend(session, target_id, state.fixed(loot), at)
         if spent is None:
             raise RuntimeError("loot exceeds the settled stock it was computed from")
     body = {
@@ -176,7 +176,7 @@ async def on_fleet_return(tx: gameapi.Tx, events: list[gameapi.Event]) -> None:
         await state.add_ships(tx.session, fleet.origin_id, fleet.ships)
         cargo = _cargo(fleet)
         if any(cargo.values()):
-            await state.stocks().deposit(
+            await tx.stocks.deposit(
                 tx.session, fleet.origin_id, state.fixed(cargo), fleet.arrive_ms
             )
         await tx.session.execute(delete(Fleet).where(Fleet.id == fleet.id))

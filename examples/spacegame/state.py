@@ -19,8 +19,8 @@ DECLARED: tuple[gameapi.Resource, ...] = tuple(gameapi.Resource(r, cap=r) for r 
 
 
 def stocks() -> gameapi.Stocks:
-    """The framework's stock statements for this declaration (the one cached object the
-    tick and the snapshot use too)."""
+    """The framework's stock statements for this declaration, where there is no ``tx``
+    (tests, tools): the same cached object as ``tx.stocks``."""
     return gameapi.stocks_for(DECLARED)
 
 
@@ -56,7 +56,7 @@ async def owner_of(session: AsyncSession, place_id: int) -> int | None:
 
 async def stock_units(tx: gameapi.Tx, place_id: int, at_ms: int) -> dict[str, int]:
     """The planet's resources in whole units, settled at ``at_ms``."""
-    st, session = stocks(), tx.session
+    st, session = tx.stocks, tx.session
     await st.settle(session, [place_id], at_ms)
     row = (
         await session.execute(
@@ -110,7 +110,7 @@ async def apply_production(tx: gameapi.Tx, place_ids: Iterable[int], at_ms: int)
         temp = (
             await session.execute(select(Planet.temperature).where(Planet.place_id == place_id))
         ).scalar_one()
-        await stocks().set_rates(
+        await tx.stocks.set_rates(
             session,
             place_id,
             economy.production(lv, temp, tx.world_speed),
