@@ -154,7 +154,7 @@ def web(
               help="length of the steady load (0: skip the lateness run)")  # fmt: skip
 @click.option(
     "--handlers", type=click.Choice(["noop", "game"]), default="noop", show_default=True,
-    help="game: real march arrivals of the reference game",
+    help="game: real events of the game GAME names (its Game.bench workload)",
 )  # fmt: skip
 @click.option("--villages", type=click.IntRange(2, 10_000_000), default=10_000,
               show_default=True, help="world size for --handlers game")  # fmt: skip

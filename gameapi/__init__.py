@@ -12,6 +12,7 @@ from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.policy import RetryPolicy
 from common.queue.tx import Tx, UnknownEventKind
 from db.models import NAMING, Player, Village
+from gameapi.bench import GameBench
 from gameapi.game import Game, PlaceTemplate, Resource, SnapshotPart
 from gameapi.loading import handler_registry, load_game
 from gameapi.places import NotYourPlace, own_place
@@ -28,6 +29,7 @@ __all__ = [
     "CommandRoute",
     "Event",
     "Game",
+    "GameBench",
     "Handler",
     "HandlerRegistry",
     "Id",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import MetaData, Select
 
 from db.declare import PlaceTemplate, Resource
+from gameapi.bench import GameBench
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -79,6 +80,10 @@ class Game:
     replay_report: Callable[[AsyncSession, int], Awaitable[dict[str, Any] | None]] | None = None
     # a periodic job: (name, every_s, async fn(settings)) run once per world per interval
     jobs: Sequence[tuple[str, float, Callable[..., Awaitable[None]]]] = ()
+    # the workload of `python -m bench queue --handlers game`: the event kind measured, how
+    # to set up N of them due at once and what the run produced (gameapi.bench.GameBench);
+    # None: that bench refuses the game
+    bench: GameBench | None = None
 
     def resource_names(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.resources)

@@ -16,8 +16,9 @@ One run, in this order, all under a bench-owned Redis prefix:
    dispatch rate unless ``--rate``), run by a ``TaskServer``; lateness is the
    handler's start minus the event's due time.
 
-``--handlers game`` instead runs real march arrivals (battle, loot, reports,
-return march) of the reference game on a bench database, beside durable
+``--handlers game`` instead runs real events of the game ``GAME`` names (its
+``Game.bench`` workload: refgame's march arrivals with battle, loot, reports and
+return march; spacegame's fleet arrivals) on a bench database, beside durable
 no-op events on the same database (the floor the queue's durable path sets).
 """
 

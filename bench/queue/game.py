@@ -1,4 +1,5 @@
-"""The game run: real march arrivals on a bench database beside durable no-op events."""
+"""The game run: the loaded game's events (``Game.bench``) on a bench database beside durable
+no-op events."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
@@ -24,7 +25,7 @@ from bench.queue.marches import (
     GAME_BYTES_PER_EVENT,
     GAME_BYTES_PER_VILLAGE,
     add_events,
-    make_marches,
+    add_game_events,
     radius_for,
     timed_registry,
 )
@@ -32,34 +33,37 @@ from bench.queue.memory import check_memory
 from bench.queue.noop import verdict
 from bench.queue.processes import TaskProcesses, due_after_writing, wait_until
 from bench.queue.runner import Rates, Recorder, quiet_logs, run_task_server
+from common.errors import FatalError
+
+if TYPE_CHECKING:
+    from gameapi.bench import GameBench
 
 
-async def _counts(engine: Any) -> dict[str, int]:
-    from sqlalchemy import text
+async def _counts(engine: Any, bench: GameBench) -> dict[str, int]:
+    """The framework's counts (events of the measured kind processed, events still
+    pending) and the game's own (``bench.counts``)."""
+    from sqlalchemy import func, select
 
-    out = {}
+    from db.models import ProcessedEvent, ScheduledEvent
+
     async with engine.connect() as conn:
-        for name, sql in (
-            ("processed_marches", "SELECT count(*) FROM processed_events WHERE kind = 'march'"),
-            ("reports", "SELECT count(*) FROM reports"),
-            ("return_marches", "SELECT count(*) FROM marches WHERE kind = 'return'"),
-            ("pending_events", "SELECT count(*) FROM scheduled_events"),
-        ):
-            out[name] = int((await conn.execute(text(sql))).scalar() or 0)
-    return out
+        processed = await conn.scalar(select(func.count()).where(ProcessedEvent.kind == bench.kind))
+        pending = await conn.scalar(select(func.count()).select_from(ScheduledEvent))
+        game = await bench.counts(conn)
+    return {"processed_events": int(processed or 0), "pending_events": int(pending or 0), **game}
 
 
 async def _game_in_process(
-    settings: Any, engine: Any, queue: Any, first: int, villages: int, events: int, batch: int
-) -> tuple[float, float, float, Recorder, dict[str, float]]:
+    settings: Any, engine: Any, queue: Any, kind: str, first: int, villages: int, events: int,
+    batch: int,
+) -> tuple[float, float, float, Recorder, dict[str, float]]:  # fmt: skip
     """Both phases on a task server in this process: (floor/s, game/s, game wall s, recorder,
-    CPU µs per march arrival)."""
+    CPU µs per game event)."""
     from tqdm import tqdm
 
     from bench import report
     from common.queue import NewEvent
     from gameserver.builtin import NOOP_DURABLE
-    from refgame.handlers import MARCH
 
     # the floor: durable no-op events through the same worker path and database
     now = int(time.time() * 1000)
@@ -73,8 +77,9 @@ async def _game_in_process(
             batch=batch, timeout_s=max(300.0, events / 100),
         )  # fmt: skip
 
-    report.console.print(f"sending {events:,} attacks, due now ...")
-    await make_marches(engine, queue, first, villages, events)
+    report.console.print(f"scheduling {events:,} {kind} events, due now ...")
+    places = range(first, first + villages)
+    await add_game_events(settings, engine, queue, places, events, int(time.time() * 1000))
     await queue.aclose()
     game = Recorder(events)
     cpu = CpuMeter([os.getpid()], database_name(settings))
@@ -83,10 +88,10 @@ async def _game_in_process(
     def measure_cpu() -> None:  # before the task server closes its connections
         cpu_us.update(cpu.per_event_us(events))
 
-    with tqdm(total=events, desc="march arrivals", unit="ev", unit_scale=True) as bar:
+    with tqdm(total=events, desc=f"{kind} events", unit="ev", unit_scale=True) as bar:
         game.progress = bar
         game_wall = await run_task_server(
-            settings, timed_registry(settings, game, MARCH), game, burst=True, batch=batch,
+            settings, timed_registry(settings, game, kind), game, burst=True, batch=batch,
             timeout_s=max(600.0, events / 20), on_done=measure_cpu,
         )  # fmt: skip
     floor_rate = Rates(events, floor.window_s()).per_s
@@ -95,7 +100,7 @@ async def _game_in_process(
 
 
 async def _game_in_processes(
-    settings: Any, engine: Any, queue: Any, first: int, villages: int, events: int,
+    settings: Any, engine: Any, queue: Any, kind: str, first: int, villages: int, events: int,
     processes: int, batch: int,
 ) -> tuple[float, float, dict[str, float]]:  # fmt: skip
     """Both phases on ``processes`` real task servers: (floor seconds, game seconds), each
@@ -103,7 +108,6 @@ async def _game_in_processes(
     from bench import report
     from common.queue import NewEvent
     from gameserver.builtin import NOOP_DURABLE
-    from refgame.handlers import MARCH
 
     servers = TaskProcesses(settings, processes, batch)
     await servers.start()
@@ -115,13 +119,14 @@ async def _game_in_processes(
         report.console.print(f"{processes} task servers run {events:,} durable no-op events ...")
         floor_s = await servers.drain(engine, NOOP_DURABLE, events, due, max(300.0, events / 100))
         due = due_after_writing(events)
-        report.console.print(f"sending {events:,} attacks ...")
-        await make_marches(engine, queue, first, villages, events, due_ms=due)
+        report.console.print(f"scheduling {events:,} {kind} events ...")
+        places = range(first, first + villages)
+        await add_game_events(settings, engine, queue, places, events, due)
         await queue.aclose()
-        await wait_until(due, "attacks")
-        report.console.print(f"{processes} task servers run {events:,} march arrivals ...")
+        await wait_until(due, f"{kind} events")
+        report.console.print(f"{processes} task servers run {events:,} {kind} events ...")
         cpu = CpuMeter([p.pid for p in servers.procs], database_name(settings))
-        game_s = await servers.drain(engine, MARCH, events, due, max(600.0, events / 20))
+        game_s = await servers.drain(engine, kind, events, due, max(600.0, events / 20))
         cpu_us = cpu.per_event_us(events)
     finally:
         await servers.stop()
@@ -147,12 +152,20 @@ async def game_bench(
     from common.clock import SYSTEM_CLOCK
     from common.queue import EventQueue
     from common.redis_conn import check_redis
+    from common.settings import load_settings
     from db.worldgen import generate_world
     from gameapi.loading import load_game
     from gameapi.stocks import stocks_of
 
     quiet_logs()
     check_bench_prefix(prefix)
+    loaded = load_game(load_settings().game)
+    if loaded.bench is None:
+        raise FatalError(
+            f"game {loaded.name!r} declares no bench workload (Game.bench); "
+            "--handlers game cannot run it"
+        )
+    bench = loaded.bench
     load_at_start = load_average()
     data_dir = Path("/var/lib/postgresql" if db == "postgresql" else "var")
     need = villages * GAME_BYTES_PER_VILLAGE + 2 * events * GAME_BYTES_PER_EVENT
@@ -168,8 +181,10 @@ async def game_bench(
             queue_partitions=partitions, gameserver_metrics_port=0, log_level="WARNING",
         )  # fmt: skip
         settings, engine = database.settings, database.engine
-        report.console.print(f"generating a world of {villages:,} villages on {db} ...")
-        loaded = load_game(settings.game)
+        report.console.print(
+            f"generating a world of {villages:,} {loaded.name} places on {db} ...",
+            highlight=False,
+        )
         world = await generate_world(
             engine, players=villages, template=loaded.new_place(settings.world_speed, True),
             stocks=stocks_of(loaded), shards=settings.tick_shards,
@@ -179,17 +194,18 @@ async def game_bench(
 
         if processes > 1:
             floor_s, game_s, cpu_us = await _game_in_processes(
-                settings, engine, queue, world.first_village_id, villages, events, processes,
-                batch,
+                settings, engine, queue, bench.kind, world.first_village_id, villages, events,
+                processes, batch,
             )  # fmt: skip
             game_rate, floor_rate = events / game_s, events / floor_s
             game_wall: float = game_s
             game = None
         else:
             floor_rate, game_rate, game_wall, game, cpu_us = await _game_in_process(
-                settings, engine, queue, world.first_village_id, villages, events, batch
-            )
-        counts = await _counts(engine)
+                settings, engine, queue, bench.kind, world.first_village_id, villages, events,
+                batch,
+            )  # fmt: skip
+        counts = await _counts(engine, bench)
         versions = await db_version(engine)
     finally:
         with contextlib.suppress(Exception):
@@ -200,6 +216,8 @@ async def game_bench(
 
     summary: dict[str, Any] = {
         "mode": "game",
+        "game": loaded.name,
+        "kind": bench.kind,
         "db": db,
         "villages": villages,
         "events": events,
@@ -222,11 +240,12 @@ async def game_bench(
     }
     met = summary["targets_met"]["game_events_per_s"]
     report.print_table(
-        f"queue --handlers game: {events:,} march arrivals, {villages:,} villages on {db}, "
+        f"queue --handlers game ({loaded.name}): {events:,} {bench.kind} events, "
+        f"{villages:,} places on {db}, "
         f"{partitions} partitions, {processes} task-server process(es); events/s",
         [
             [
-                "march arrivals (battle, loot, reports, return)",
+                f"{bench.kind} events (the game's handlers)",
                 f"{game_rate:,.0f}",
                 f"≥ {TARGETS['game_events_per_s']:,}",
                 verdict(met),
@@ -236,13 +255,12 @@ async def game_bench(
         ["events", "events/s", "target", ""],
     )
     report.console.print(
-        f"march arrivals are {summary['ratio_to_durable_noop']:.2f}× the durable no-op rate; "
-        f"processed {counts['processed_marches']:,} marches, {counts['reports']:,} reports, "
-        f"{counts['return_marches']:,} return marches scheduled",
+        f"{bench.kind} events are {summary['ratio_to_durable_noop']:.2f}× the durable no-op "
+        "rate; " + ", ".join(f"{name} {n:,}" for name, n in counts.items()),
         highlight=False,
     )
     report.console.print(
-        f"CPU per march arrival: {cpu_us['task_server']:.0f} µs in the task server(s), "
+        f"CPU per {bench.kind} event: {cpu_us['task_server']:.0f} µs in the task server(s), "
         f"{cpu_us['postgres']:.0f} µs in PostgreSQL: at most "
         f"{summary['cpu_bound_events_per_s']:,.0f}/s on {os.cpu_count()} otherwise idle cores",
         highlight=False,

@@ -1,4 +1,4 @@
-"""The game run's data: a world's villages send attacks, written as a command would."""
+"""The game run's data: the loaded game's ``bench`` hook schedules events as a command would."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from bench.queue.constants import SCHEDULE_CALL
 from bench.queue.runner import Recorder
 from common.errors import FatalError
 
-GAME_BYTES_PER_VILLAGE = 3_000  # player, village, stock, 13 buildings, troops, with indexes
-GAME_BYTES_PER_EVENT = 4_000  # march, event row, processed row, two reports, the return
+# disk estimates sized on refgame (player, village, stock, 13 buildings, troops, with indexes;
+# march, event row, processed row, two reports, the return)
+GAME_BYTES_PER_VILLAGE = 3_000
+GAME_BYTES_PER_EVENT = 4_000
 
 
 def radius_for(villages: int) -> int:
@@ -52,70 +54,37 @@ async def add_events(engine: Any, queue: Any, events: Sequence[Any]) -> None:
         await queue.index(written)
 
 
-async def make_marches(
-    engine: Any, queue: Any, first: int, villages: int, events: int, due_ms: int | None = None
+async def add_game_events(
+    settings: Any, engine: Any, queue: Any, place_ids: Sequence[int], events: int, due_ms: int
 ) -> None:
-    """``events`` attacks due at ``due_ms`` (default now): village i sends its army, split in
-    equal marches, to others.
-
-    Each village keeps what does not divide evenly at home, so every target has a
-    few defenders: battles with losses on both sides, loot, reports, a return march.
-    Marches and their events are written as a command would (database march ids,
-    one durable event each), in transactions of 10,000.
-    """
-    from sqlalchemy import case, insert, literal, update
+    """The loaded game's ``bench.prepare`` writes its rows and schedules ``events`` events
+    in one transaction, as a command would; the bench writes them as durable rows in
+    calls of 10,000, commits, then indexes them in Redis."""
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from common.queue import NewEvent
     from common.queue.durable import add_durable_events
-    from refgame.handlers import MARCH
-    from refgame.models import March, Troop
-    from refgame.world import STARTING_TROOPS
+    from gameapi.loading import load_game
+    from gameapi.testing import game_tx
+    from gameserver.main import game_registry
 
-    per_village = math.ceil(events / villages)
-    share = {u: n // per_village for u, n in STARTING_TROOPS.items() if n // per_village > 0}
-    if not share:
-        raise FatalError(
-            f"{events:,} marches from {villages:,} villages is {per_village} per village, more "
-            f"than a village's army can be split in; use more --villages"
-        )
-    now = int(time.time() * 1000) if due_ms is None else due_ms
-    extra = events % villages  # villages below first + extra send one more march
-    async with engine.begin() as conn:
-        sends = (
-            literal(per_village)
-            if extra == 0
-            else case((Troop.village_id < first + extra, per_village), else_=per_village - 1)
-        )
-        for unit, n in share.items():
-            await conn.execute(
-                update(Troop)
-                .where(Troop.unit == unit, Troop.village_id == Troop.home_village_id)
-                .values(count=Troop.count - sends * n)
+    game = load_game(settings.game)
+    assert game.bench is not None  # game_bench refused the game before
+    written = []
+    async with AsyncSession(engine) as session, session.begin():
+        tx = game_tx(
+            session, int(time.time() * 1000), game, ids=queue.ids,
+            world_speed=settings.world_speed, registry=game_registry(settings),
+        )  # fmt: skip
+        try:
+            await game.bench.prepare(tx, place_ids, events, due_ms)
+        except ValueError as exc:
+            raise FatalError(f"{game.name}: {exc}") from None
+        if len(tx.events) != events:
+            raise FatalError(
+                f"{game.name}'s bench.prepare scheduled {len(tx.events):,} events, not {events:,}"
             )
-    for start in range(0, events, SCHEDULE_CALL):
-        rows, targets = [], []
-        for i in range(start, min(events, start + SCHEDULE_CALL)):
-            origin = first + i % villages
-            hop = 1 + (i // villages) * 7 % (villages - 1)  # a different target per march
-            target = first + (origin - first + hop) % villages
-            targets.append(target)
-            rows.append(
-                {"kind": "attack", "origin_village_id": origin, "target_village_id": target,
-                 "troops": dict(share), "loot": {}, "depart_ms": now - 60_000,
-                 "arrive_ms": now, "event_id": 0}
-            )  # fmt: skip
-        event_ids = queue.ids.next_ids(len(rows))
-        for row, event_id in zip(rows, event_ids, strict=True):
-            row["event_id"] = event_id
-        async with AsyncSession(engine) as session, session.begin():
-            found = await session.execute(
-                insert(March).returning(March.id, sort_by_parameter_order=True), rows
-            )
-            march_ids = list(found.scalars())
-            news = [
-                NewEvent(MARCH, target, now, {"march_id": march_id}, id=event_id)
-                for target, march_id, event_id in zip(targets, march_ids, event_ids, strict=True)
-            ]
-            written = await add_durable_events(session, news, ids=queue.ids)
-        await queue.index(written)
+        for start in range(0, len(tx.events), SCHEDULE_CALL):
+            chunk = tx.events[start : start + SCHEDULE_CALL]
+            written += await add_durable_events(session, chunk, ids=queue.ids)
+    for start in range(0, len(written), SCHEDULE_CALL):
+        await queue.index(written[start : start + SCHEDULE_CALL])

@@ -9,6 +9,7 @@ from sqlalchemy import Table
 
 import gameapi
 from examples.spacegame import admin, economy
+from examples.spacegame.bench import BENCH
 from examples.spacegame.commands import ROUTES
 from examples.spacegame.economy import BUILDINGS
 from examples.spacegame.errors import RULE_ERRORS
@@ -61,4 +62,5 @@ GAME = gameapi.Game(
     snapshot_parts=PARTS,
     admin_timeline=admin.timeline,
     replay_report=admin.replay_report,
+    bench=BENCH,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -73,7 +74,8 @@ def test_queue_bench_game_handlers_run_real_marches(
     assert proc.returncode == 0, proc.stderr
     figures = json.loads((tmp_path / f"queue_game_{db}.json").read_text())
     counts = figures["counts"]
-    assert counts["processed_marches"] == arrivals  # every arrival ran once
+    assert figures["game"] == "refgame" and figures["kind"] == "march"
+    assert counts["processed_events"] == arrivals  # every arrival ran once
     assert counts["reports"] == 2 * arrivals  # a battle report for each side
     assert 0 < counts["return_marches"] <= arrivals  # survivors walk home with their loot
     assert figures["game_events_per_s"] > 0 and figures["durable_noop_per_s"] > 0
@@ -82,6 +84,44 @@ def test_queue_bench_game_handlers_run_real_marches(
     assert cpu["task_server"] > 0 and (cpu["postgres"] > 0) == (db == "postgresql")
     assert figures["machine"]["database"]
     assert _keys_left(prefix) == []
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_queue_bench_game_handlers_run_the_space_game(db: str, tmp_path: Path) -> None:
+    prefix = f"wgbench_smoke_{uuid.uuid4().hex[:8]}"
+    arrivals = 600
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", str(arrivals),
+         "--villages", "200", "--partitions", "4", "--db", db, "--db-name", prefix,
+         "--prefix", prefix, "--pg-admin-url", TEST_PG_ADMIN_URL, "--redis-url",
+         TEST_REDIS_URL, "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "GAME": "examples.spacegame"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads((tmp_path / f"queue_game_{db}.json").read_text())
+    assert figures["game"] == "spacegame" and figures["kind"] == "sg.fleet_arrive"
+    counts = figures["counts"]
+    assert counts["processed_events"] == arrivals  # every fleet arrived once
+    assert counts["reports"] == 2 * arrivals  # a battle report for each side
+    assert 0 < counts["return_flights"] <= arrivals  # survivors fly home
+    assert counts["pending_events"] == counts["return_flights"]  # their flights home
+    assert figures["game_events_per_s"] > 0 and figures["durable_noop_per_s"] > 0
+    assert "sg.fleet_arrive events" in proc.stdout
+    assert _keys_left(prefix) == []
+
+
+def test_queue_bench_game_handlers_refuse_a_game_without_a_workload(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "queue", "--handlers", "game", "--events", "100",
+         "--prefix", "wgbench_smoke_nobench", "--redis-url", TEST_REDIS_URL,
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "GAME": "examples.harvest"},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "declares no bench workload" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_queue_bench_refuses_a_prefix_it_does_not_own(tmp_path: Path) -> None:
