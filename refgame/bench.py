@@ -9,7 +9,8 @@ sides, loot, two reports, a return march).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,15 +22,15 @@ from refgame.models import March, Report, Troop
 CHUNK = 10_000  # rows per statement (SQLite's bound-parameter limit, asyncpg's batches)
 
 
-async def prepare(tx: Tx, place_ids: Sequence[int], events: int, due_ms: int) -> None:
-    """``events`` attacks due at ``due_ms``: village i sends one more march than village
-    i + 1 when ``events`` does not divide by the villages; march n of a village goes
-    to a village a different hop away."""
-    from refgame.world import STARTING_TROOPS  # world imports this module
-
+async def prepare(
+    army: Mapping[str, int], tx: Tx, place_ids: Sequence[int], events: int, due_ms: int
+) -> None:
+    """``events`` attacks due at ``due_ms`` from villages that each hold ``army`` (a
+    generated bot's): the first ``events % villages`` villages send one more march
+    than the others; march n of a village goes to a village a different hop away."""
     villages = len(place_ids)
     per_village = math.ceil(events / villages)
-    share = {u: n // per_village for u, n in STARTING_TROOPS.items() if n // per_village > 0}
+    share = {u: n // per_village for u, n in army.items() if n // per_village > 0}
     if not share or villages < 2:
         raise ValueError(
             f"{events:,} marches from {villages:,} villages is {per_village} per village, more "
@@ -87,4 +88,6 @@ async def counts(conn: AsyncConnection) -> dict[str, int]:
     return {"reports": int(reports or 0), "return_marches": int(returns or 0)}
 
 
-BENCH = GameBench(kind=MARCH, prepare=prepare, counts=counts)
+def workload(army: Mapping[str, int]) -> GameBench:
+    """The bench workload of a world whose generated villages hold ``army``."""
+    return GameBench(kind=MARCH, prepare=partial(prepare, army), counts=counts)

@@ -17,8 +17,7 @@ from typing import Any
 from sqlalchemy import Table
 
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, commands, handlers
-from refgame.bench import BENCH
+from refgame import admin, bench, commands, handlers
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -135,5 +134,5 @@ GAME = Game(
     snapshot_parts=SNAPSHOT_PARTS,
     admin_timeline=admin.admin_timeline,
     replay_report=admin.replay_report,
-    bench=BENCH,
+    bench=bench.workload(STARTING_TROOPS),
 )
