@@ -169,8 +169,8 @@ def test_held_version_parsing() -> None:
     assert held_version("12") == ""
 
 
-def test_version_prefix_completes_to_the_version_key() -> None:
-    assert keys.version_prefix("wg") + "17" == version_key("wg", 17)
+def test_every_version_key_starts_with_the_version_prefix() -> None:
+    assert version_key("wg", 17).startswith(keys.version_prefix("wg"))
 
 
 async def test_a_deleted_player_is_logged_out(
