@@ -154,16 +154,18 @@ async def test_a_burst_of_misses_reads_the_database_in_a_few_batched_statements(
 ) -> None:
     client = await make_client(snapshot_builds=2, snapshot_batch=3)
     players = await _players(client, 9)
-    first = []
-    for n, (token, _) in enumerate(players[:2], 1):  # one at a time: polls of one loop
-        poll = client.get("/api/snapshot", headers={"Authorization": f"Bearer {token}"})
-        first.append(asyncio.ensure_future(poll))  # iteration would share a statement
-        await wait_until(lambda n=n: counted_builds["calls"] == n)
-    # both slots busy
-    rest = [
-        asyncio.ensure_future(client.get("/api/snapshot", headers={"Authorization": f"Bearer {t}"}))
-        for t, _ in players[2:]
-    ]
+
+    def poll(token: str) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(
+            client.get("/api/snapshot", headers={"Authorization": f"Bearer {token}"})
+        )
+
+    # one at a time: polls of one loop iteration would share a statement
+    first = [poll(players[0][0])]
+    await wait_until(lambda: counted_builds["calls"] == 1)
+    first.append(poll(players[1][0]))
+    await wait_until(lambda: counted_builds["calls"] == 2)  # both slots busy
+    rest = [poll(t) for t, _ in players[2:]]
     reads = client.app[SNAPSHOTS].reads
     await wait_until(lambda: len(reads.waiting) == 7)  # the 7 others wait for a slot
     assert counted_builds["calls"] == 2 and counted_builds["running"] == 2
