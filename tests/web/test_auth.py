@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from common.clock import ManualClock
 from common.settings import Settings
 from db.models import Building, Player, PlayerSession, Village, VillageStock
-from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
+from tests.web.conftest import ON_BOTH_TOPOLOGIES, PASSWORD, MakeClient, RegisterFn
 from webfront import keys
 from webfront.auth import SessionOut
 from webfront.sessions import COOKIE, token_hash
@@ -49,6 +49,7 @@ async def test_register_same_name_is_409(client: TestClient, register: RegisterF
     assert (await resp.json())["error"]["code"] == "name_taken"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_login_gives_a_new_token_each_time(client: TestClient, register: RegisterFn) -> None:
     first = await register("Carol")
     tokens = set()
@@ -75,6 +76,7 @@ async def test_wrong_password_and_unknown_name_look_the_same(
     assert (await wrong.json())["error"]["code"] == "invalid_credentials"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_logout_revokes_the_token_everywhere(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings
 ) -> None:
@@ -102,6 +104,7 @@ async def test_cookie_session_works_like_a_bearer_token(
     assert (await resp.json())["player_id"] == player.player_id
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_sessions_expire(
     client: TestClient, register: RegisterFn, clock: ManualClock, web_settings: Settings,
     redis: Redis,
@@ -138,6 +141,7 @@ async def test_forged_and_malformed_tokens_are_401(
             assert body["error"]["code"] == "unauthorized"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_login_rate_limit_per_account(make_client: MakeClient, clock: ManualClock) -> None:
     from webfront.config import Limit
 
@@ -160,6 +164,7 @@ async def test_login_rate_limit_per_account(make_client: MakeClient, clock: Manu
     assert resp.status == 200
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_login_rate_limit_per_address(make_client: MakeClient) -> None:
     from webfront.config import Limit
 
