@@ -16,7 +16,9 @@ from bench.databases import check_disk, drop_database, fresh_database
 from bench.host import db_version, load_average
 from bench.report import percentiles
 from common.amounts import SCALE
-from db.stock import bare_tick_statement, tick_shard, tick_statement
+from db.stock import Stocks
+from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 
 START_MS = 1_700_000_000_000
 BYTES_PER_VILLAGE = {"postgresql": 700, "sqlite": 250}  # hot row + index, with free space
@@ -60,7 +62,7 @@ class TickFigures:
         }
 
 
-async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
+async def populate(engine: AsyncEngine, villages: int, shards: int, stocks: Stocks) -> None:
     """Insert ``villages`` hot rows, each shard's rows together (the world generator's layout).
 
     Stocks start between 100 and 500 of 800 units, as in a world that has been running:
@@ -69,9 +71,14 @@ async def populate(engine: AsyncEngine, villages: int, shards: int) -> None:
     """
     cap = 800 * SCALE
     stock = f"(100 + g % 400) * {SCALE}"
+    rates = [
+        "30 + g % 7" if n == 0 else "10 - g % 25" if r.may_decline else "30"
+        for n, r in enumerate(stocks.resources)
+    ]
+    values = [stock] * len(stocks.names) + rates + [str(cap)] * len(stocks.caps)
     select_rows = (
-        f"SELECT g, g % {shards}, {START_MS}, {stock}, {stock}, {stock}, {stock}, "
-        f"30 + g % 7, 30, 30, 10 - g % 25, {cap}, {cap} FROM series ORDER BY g % {shards}, g"
+        f"SELECT g, g % {shards}, {START_MS}, {', '.join(values)} "
+        f"FROM series ORDER BY g % {shards}, g"
     )
     async with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
@@ -101,14 +108,14 @@ async def _alone(engine: AsyncEngine, statement: Update | str) -> None:
             await conn.execute(statement)
 
 
-async def _bare(engine: AsyncEngine, shard: int, now_ms: int) -> None:
-    await _alone(engine, bare_tick_statement(shard, now_ms))
+async def _bare(engine: AsyncEngine, stocks: Stocks, shard: int, now_ms: int) -> None:
+    await _alone(engine, stocks.bare_tick_statement(shard, now_ms))
 
 
-async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
+async def _rule(engine: AsyncEngine, stocks: Stocks, shard: int, now_ms: int) -> float:
     """Run our shard statement as literal SQL the way ``_bare`` runs its own; returns the
     seconds (compiling it is left out)."""
-    statement = tick_statement(shard, now_ms, engine.dialect.name)
+    statement = stocks.tick_statement(shard, now_ms, engine.dialect.name)
     sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     started = time.perf_counter()
     await _alone(engine, sql)
@@ -116,7 +123,7 @@ async def _rule(engine: AsyncEngine, shard: int, now_ms: int) -> float:
 
 
 async def run_rotations(
-    engine: AsyncEngine, villages: int, shards: int, rotations: int
+    engine: AsyncEngine, villages: int, shards: int, rotations: int, stocks: Stocks
 ) -> TickFigures:
     figures = TickFigures(villages, shards, rotations)
     now = START_MS
@@ -132,14 +139,14 @@ async def run_rotations(
                     started = time.perf_counter()
                     if which == "ours":
                         async with engine.connect() as conn:
-                            rows = (await tick_shard(conn, shard, at)).rows
+                            rows = (await stocks.tick_shard(conn, shard, at)).rows
                         figures.ours_s.append(time.perf_counter() - started)
                         figures.rows.append(rows)
                     elif which == "bare":
-                        await _bare(engine, shard, at)
+                        await _bare(engine, stocks, shard, at)
                         figures.bare_s.append(time.perf_counter() - started)
                     else:
-                        figures.rule_s.append(await _rule(engine, shard, at))
+                        figures.rule_s.append(await _rule(engine, stocks, shard, at))
                 progress.update()
     return figures
 
@@ -159,9 +166,10 @@ async def tick_bench(
     database = await fresh_database(db, db_name, redis_url, pg_admin_url)
     try:
         report.console.print(f"populating {villages:,} villages on {db} ...")
-        await populate(database.engine, villages, shards)
+        stocks = stocks_of(load_game(database.settings.game))
+        await populate(database.engine, villages, shards, stocks)
         load_at_start = load_average()
-        figures = await run_rotations(database.engine, villages, shards, rotations)
+        figures = await run_rotations(database.engine, villages, shards, rotations, stocks)
         version = await db_version(database.engine)
     finally:
         await drop_database(database, pg_admin_url)

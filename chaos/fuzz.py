@@ -41,7 +41,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chaos.cluster import PrivatePostgres, PrivateRedis, free_port, service_env, venv_script
 from common.settings import load_settings
-from db.models import Building, BuildOrder, Troop, VillageStock
+from refgame.models import Building, BuildOrder, Troop
+from refgame.resources import STOCKS
 from webfront.app import create_app
 from webfront.config import Limit, WebConfig
 from webfront.passwords import ScryptParams
@@ -226,7 +227,7 @@ async def _state(engine: AsyncEngine, villages: list[int]) -> dict[str, Any]:
     async with engine.connect() as conn:
         out: dict[str, Any] = {}
         for name, table, column in (
-            ("stock", VillageStock.__table__, VillageStock.village_id),
+            ("stock", STOCKS.table, STOCKS.c.village_id),
             ("buildings", Building.__table__, Building.village_id),
             ("orders", BuildOrder.__table__, BuildOrder.village_id),
             ("troops", Troop.__table__, Troop.village_id),
@@ -237,7 +238,7 @@ async def _state(engine: AsyncEngine, villages: list[int]) -> dict[str, Any]:
 
 
 async def _negative(engine: AsyncEngine) -> list[str]:
-    s = VillageStock
+    s = STOCKS.c
     async with engine.connect() as conn:
         bad = await conn.execute(
             select(s.village_id).where(

@@ -27,8 +27,9 @@ from chaos.players import Population, PopulationConfig, now_ms
 from common.clock import SYSTEM_CLOCK
 from common.queue import EventQueue
 from common.snapshot_versions import bump_versions
-from db import stock
-from db.models import March, ScheduledEvent, Troop, VillageStock
+from db.models import ScheduledEvent
+from refgame.models import March, Troop
+from refgame.resources import STOCKS
 from refgame.units import total_upkeep
 
 log = logging.getLogger("chaos")
@@ -125,7 +126,7 @@ async def _gift_troops(engine: AsyncEngine, population: Population, redis_url: s
     now = now_ms()
     async with engine.begin() as conn:
         villages = [p.info.village_id for p in population.players]
-        await stock.settle(conn, villages, now)
+        await STOCKS.settle(conn, villages, now)
         rows: list[dict[str, Any]] = []
         for p in population.players:
             gift = GIFTS[p.info.role]
@@ -135,9 +136,9 @@ async def _gift_troops(engine: AsyncEngine, population: Population, redis_url: s
                 for u, n in gift.items()
             )  # fmt: skip
             await conn.execute(
-                update(VillageStock)
-                .where(VillageStock.village_id == p.info.village_id)
-                .values(crop_rate=VillageStock.crop_rate - total_upkeep(gift))
+                update(STOCKS.table)
+                .where(STOCKS.c.village_id == p.info.village_id)
+                .values(crop_rate=STOCKS.c.crop_rate - total_upkeep(gift))
             )
         await conn.execute(insert(Troop), rows)
     redis = Redis.from_url(redis_url)

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     trusted_proxies: str = Field(
         "", description="reverse proxies whose forwarding headers are believed: IPs/CIDRs, commas"
     )
+    operator_session_ttl_s: int = Field(
+        8 * 3600, ge=60, le=7 * 24 * 3600, description="operator console session lifetime"
+    )
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 

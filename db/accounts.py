@@ -1,6 +1,6 @@
 """Player accounts: a new player and their first village, in one transaction.
 
-The village comes from the game's ``VillageTemplate`` and is placed on a free
+The village comes from the game's ``PlaceTemplate`` and is placed on a free
 spot of the map. Two registrations racing for the same spot or name are
 settled by the unique constraints: the loser retries on another spot, or
 learns that the name is taken.
@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import case, func, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common.names import name_key
-from db.models import Building, Player, Troop, Village, VillageStock
-from db.worldgen import VillageTemplate, free_coordinates, stock_row
+from db.models import Player, Village
+from db.worldgen import free_coordinates, game_rows, stock_row
+
+if TYPE_CHECKING:
+    from db.declare import PlaceTemplate
+    from db.stock import Stocks
 
 _CANDIDATES = 64  # random spots tried per query before scanning the whole map
 _PLACEMENT_ROUNDS = 4
@@ -102,14 +107,16 @@ async def create_account(
     *,
     name: str,
     password_hash: str,
-    template: VillageTemplate,
+    template: PlaceTemplate,
     shards: int,
     map_radius: int,
     now_ms: int,
     village_name: str | None = None,
+    stocks: Stocks,
     rng: random.Random | None = None,
 ) -> NewAccount:
-    """Insert a player with one village (stock, buildings, troops from ``template``).
+    """Insert a player with one village (its stock and the game's rows from ``template``;
+    ``stocks``: the game's, ``gameapi.stocks_of(game)``).
 
     Raises NameTaken or MapFull; nothing is written then.
     """
@@ -144,30 +151,12 @@ async def create_account(
                     )
                 ).scalar_one()
                 await conn.execute(
-                    insert(VillageStock),
-                    [stock_row(village_id, village_id % shards, now_ms, template)],
+                    insert(stocks.table),
+                    [stock_row(stocks, village_id, village_id % shards, now_ms, template)],
                 )
-                if template.buildings:
-                    await conn.execute(
-                        insert(Building),
-                        [
-                            {"village_id": village_id, "kind": kind, "level": level}
-                            for kind, level in template.buildings.items()
-                        ],
-                    )
-                if template.troops:
-                    await conn.execute(
-                        insert(Troop),
-                        [
-                            {
-                                "village_id": village_id,
-                                "home_village_id": village_id,
-                                "unit": unit,
-                                "count": count,
-                            }
-                            for unit, count in template.troops.items()
-                        ],
-                    )
+                for table, rows in game_rows(template, [village_id]).items():
+                    if rows:
+                        await conn.execute(insert(table), list(rows))
             return NewAccount(player_id, village_id, x, y)
         except IntegrityError:
             if await _name_exists(engine, name):

@@ -1,9 +1,9 @@
 """SQLAlchemy 2.0 models of a strategy world.
 
-Times are integer ms since the epoch (``common.clock``); resource stocks are
-fixed-point integers (``common.amounts``). ``VillageStock`` is the narrow hot
-table the per-second tick rewrites: everything else about a village lives in
-``Village`` so tick updates touch as few bytes as possible.
+Times are integer ms since the epoch (``common.clock``). The narrow hot table the
+per-second tick rewrites, ``village_stock``, has the game's resource columns: it is
+built from the game's declaration (``db.stock.Stocks``), not here. Everything else
+about a village lives in ``Village`` so tick updates touch as few bytes as possible.
 """
 
 from __future__ import annotations
@@ -81,98 +81,6 @@ class Village(Base):
     created_ms: Mapped[int]
 
 
-class VillageStock(Base):
-    """The hot row of a village: stocks, rates and caps, rewritten by its tick shard.
-
-    Stocks and caps are fixed-point (``common.amounts.SCALE`` per unit); rates
-    are whole units per hour, ``crop_rate`` net of troop upkeep (may be negative).
-    """
-
-    __tablename__ = "village_stock"
-    __table_args__ = (Index("ix_village_stock_shard", "shard"),)
-
-    village_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    shard: Mapped[int] = mapped_column(SmallInteger)
-    updated_ms: Mapped[int]
-    wood: Mapped[int]
-    clay: Mapped[int]
-    iron: Mapped[int]
-    crop: Mapped[int]
-    wood_rate: Mapped[int]
-    clay_rate: Mapped[int]
-    iron_rate: Mapped[int]
-    crop_rate: Mapped[int]
-    warehouse_cap: Mapped[int]
-    granary_cap: Mapped[int]
-
-
-class Building(Base):
-    __tablename__ = "buildings"
-
-    village_id: Mapped[int] = mapped_column(
-        ForeignKey("villages.id", ondelete="CASCADE"), primary_key=True
-    )
-    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
-    level: Mapped[int] = mapped_column(Integer, default=0)
-
-
-class BuildOrder(Base):
-    __tablename__ = "build_orders"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    village_id: Mapped[int] = mapped_column(
-        ForeignKey("villages.id", ondelete="CASCADE"), index=True
-    )
-    kind: Mapped[str] = mapped_column(String(32))
-    target_level: Mapped[int] = mapped_column(Integer)
-    started_ms: Mapped[int]
-    done_ms: Mapped[int]
-
-
-class Troop(Base):
-    """Troops standing in ``village_id``; ``home_village_id`` differs for reinforcements."""
-
-    __tablename__ = "troops"
-    # a player's troops away are found by their home (snapshots, a deleted home village)
-    __table_args__ = (Index("ix_troops_home", "home_village_id"),)
-
-    village_id: Mapped[int] = mapped_column(
-        ForeignKey("villages.id", ondelete="CASCADE"), primary_key=True
-    )
-    home_village_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    unit: Mapped[str] = mapped_column(String(32), primary_key=True)
-    count: Mapped[int]
-
-
-class TrainingOrder(Base):
-    __tablename__ = "training_orders"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    village_id: Mapped[int] = mapped_column(
-        ForeignKey("villages.id", ondelete="CASCADE"), index=True
-    )
-    unit: Mapped[str] = mapped_column(String(32))
-    count: Mapped[int]
-    started_ms: Mapped[int]
-    done_ms: Mapped[int]
-
-
-class March(Base):
-    """Troops on the way; ``troops`` maps unit -> count, ``loot`` resource -> units."""
-
-    __tablename__ = "marches"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    kind: Mapped[str] = mapped_column(String(16))  # attack, raid, reinforce, return
-    origin_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
-    target_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
-    troops: Mapped[dict[str, Any]]
-    loot: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    depart_ms: Mapped[int]
-    arrive_ms: Mapped[int]
-    event_id: Mapped[int]
-
-
 class ScheduledEvent(Base):
     """The durable record of a pending timed event; Redis only indexes these by due time.
 
@@ -210,19 +118,6 @@ class ProcessedEvent(Base):
     processed_ms: Mapped[int] = mapped_column(index=True)
 
 
-class Report(Base):
-    __tablename__ = "reports"
-    __table_args__ = (Index("ix_reports_player_created", "player_id", "created_ms"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    player_id: Mapped[int] = mapped_column(ForeignKey("players.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(16))
-    title: Mapped[str] = mapped_column(String(128))
-    body: Mapped[dict[str, Any]]
-    created_ms: Mapped[int]
-    is_read: Mapped[bool] = mapped_column(Boolean, default=False)
-
-
 class IdempotentResponse(Base):
     """The first response to a command sent with an ``Idempotency-Key``."""
 
@@ -233,4 +128,59 @@ class IdempotentResponse(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[int] = mapped_column(Integer)
     body: Mapped[dict[str, Any]]
+    created_ms: Mapped[int] = mapped_column(index=True)
+
+
+# --- operators (webfront.admin) ---------------------------------------------------------------
+
+
+class Operator(Base):
+    """An operator account of the console; apart from players (``wgctl operator create``)."""
+
+    __tablename__ = "operators"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(32), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_ms: Mapped[int]
+
+
+class OperatorSession(Base):
+    """An operator's login; like ``PlayerSession``, only the token's hash is stored."""
+
+    __tablename__ = "operator_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    operator_id: Mapped[int] = mapped_column(
+        ForeignKey("operators.id", ondelete="CASCADE"), index=True
+    )
+    created_ms: Mapped[int]
+    expires_ms: Mapped[int]
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class PlayerBan(Base):
+    """A banned player: no login, no session, no command until unbanned."""
+
+    __tablename__ = "player_bans"
+
+    player_id: Mapped[int] = mapped_column(
+        ForeignKey("players.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    reason: Mapped[str] = mapped_column(String(200))
+    operator_id: Mapped[int | None] = mapped_column(ForeignKey("operators.id", ondelete="SET NULL"))
+    created_ms: Mapped[int]
+
+
+class AuditEntry(Base):
+    """One operator action: who did what to which target, when, and how it ended."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    operator_id: Mapped[int | None] = mapped_column(ForeignKey("operators.id", ondelete="SET NULL"))
+    operator_name: Mapped[str] = mapped_column(String(32))  # kept when the account goes
+    action: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]]
     created_ms: Mapped[int] = mapped_column(index=True)

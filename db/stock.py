@@ -1,8 +1,10 @@
 """Set-based SQL on the hot ``village_stock`` table: tick, settle, spend, deposit, re-rate.
 
-Every statement applies the same rule as ``common.amounts.accrue``::
+The table's columns come from the game's declared resources (``gameapi.Resource``):
+``Stocks(resources)`` builds the table and every statement on it. Every statement
+applies the same rule as ``common.amounts.accrue``::
 
-    stock(t) = max(0, min(cap, stock + rate * (t - updated_ms)))
+    stock(t) = min(cap, stock + rate * (t - updated_ms))      # floored at 0 if it may decline
 
 and writes ``updated_ms = t``. Because the gain ``rate * dt`` is exact in
 fixed-point units and stocks never exceed their cap, settling at any set of
@@ -13,15 +15,18 @@ in time (``updated_ms < t``), so an out-of-date writer cannot roll it back.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
+    Column,
     ColumnElement,
+    Index,
+    MetaData,
     SmallInteger,
+    Table,
     Update,
     and_,
     bindparam,
@@ -31,16 +36,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from common.amounts import to_fixed
 from db.events import PendingHead, earliest_pending, overdue_villages
-from db.models import VillageStock
+from db.models import NAMING
 
-RESOURCES = ("wood", "clay", "iron", "crop")
-SHRINKING = frozenset({"crop"})  # resources whose rate may be negative
-_T = VillageStock.__table__.c
+if TYPE_CHECKING:
+    from db.declare import Resource
 
-
-def cap_column(resource: str) -> ColumnElement[int]:
-    return _T.granary_cap if resource == "crop" else _T.warehouse_cap
+STOCK_TABLE = "village_stock"
 
 
 def _least(dialect: str, *args: Any) -> ColumnElement[int]:
@@ -51,64 +54,8 @@ def _greatest(dialect: str, *args: Any) -> ColumnElement[int]:
     return func.greatest(*args) if dialect == "postgresql" else func.max(*args)
 
 
-def accrued(
-    resource: str, now_ms: int | ColumnElement[int], dialect: str, moves_forward: bool = False
-) -> ColumnElement[int]:
-    """SQL for the stock of ``resource`` at ``now_ms`` (never before ``updated_ms``).
-
-    ``moves_forward`` says the statement's WHERE already guarantees
-    ``updated_ms < now_ms``, so the clamp of ``dt`` at 0 can be left out (the
-    tick's hot path). Only crop can shrink (its rate is net of upkeep), so only
-    crop needs the floor at 0.
-    """
-    stock, rate = _T[resource], _T[f"{resource}_rate"]
-    now = literal(now_ms) if isinstance(now_ms, int) else now_ms
-    elapsed = now - _T.updated_ms
-    dt = elapsed if moves_forward else _greatest(dialect, elapsed, 0)
-    capped = _least(dialect, cap_column(resource), stock + rate * dt)
-    return _greatest(dialect, 0, capped) if resource in SHRINKING else capped
-
-
-def settled_values(
-    now_ms: int | ColumnElement[int], dialect: str, moves_forward: bool = False
-) -> dict[str, ColumnElement[int]]:
-    return {res: accrued(res, now_ms, dialect, moves_forward) for res in RESOURCES}
-
-
-def _build_tick(
-    dialect: str,
-    shard: int | ColumnElement[int],
-    now_ms: int | ColumnElement[int],
-    held: Sequence[int] | ColumnElement[Any] | None,
-) -> Update:
-    stmt = update(VillageStock).where(_T.shard == shard, _T.updated_ms < now_ms)
-    if held is not None:
-        stmt = stmt.where(_T.village_id.not_in(held))
-    return stmt.values(
-        **settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms
-    ).execution_options(synchronize_session=False)
-
-
-def tick_statement(shard: int, now_ms: int, dialect: str, held: Sequence[int] = ()) -> Update:
-    """One shard's tick: materialize every row's stock at ``now_ms``, except ``held`` villages."""
-    return _build_tick(dialect, shard, now_ms, list(held) if held else None)
-
-
-@functools.cache
-def _prepared_tick(dialect: str, holds: bool) -> Update:
-    """``tick_statement`` with the shard, the time and the held villages as parameters
-    (``_tick_parameters``), built once per dialect: building and cache-keying it anew
-    costs about half a millisecond of Python, a few per cent of a shard's tick."""
-    held: ColumnElement[Any] | None = bindparam("tick_held", expanding=True) if holds else None
-    now = bindparam("tick_now_ms", type_=BigInteger)
-    return _build_tick(dialect, bindparam("tick_shard", type_=SmallInteger), now, held)
-
-
-def _tick_parameters(shard: int, now_ms: int, held: Sequence[int]) -> dict[str, Any]:
-    parameters: dict[str, Any] = {"tick_shard": shard, "tick_now_ms": now_ms}
-    if held:
-        parameters["tick_held"] = list(held)
-    return parameters
+def _dialect(db: AsyncSession | AsyncConnection) -> str:
+    return db.get_bind().dialect.name if isinstance(db, AsyncSession) else db.dialect.name
 
 
 # Past this many villages with overdue events a tick is skipped: the queue is
@@ -146,16 +93,6 @@ async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:
     return None if len(held) > MAX_HELD_VILLAGES else held
 
 
-def bare_tick_statement(shard: int, now_ms: int) -> Update:
-    """The ceiling the tick is measured against: the cheapest UPDATE of the same rows."""
-    return (
-        update(VillageStock)
-        .where(_T.shard == shard, _T.updated_ms < now_ms)
-        .values(updated_ms=now_ms)
-        .execution_options(synchronize_session=False)
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ShardTick:
     """What one shard's tick did: ``rows`` settled at ``horizon_ms`` (``now_ms`` unless the
@@ -166,112 +103,298 @@ class ShardTick:
     head: PendingHead | None
 
 
-async def tick_shard(conn: AsyncConnection, shard: int, now_ms: int) -> ShardTick:
-    """Run one shard's tick in its own transaction, up to ``settle_horizon``.
+def stock_table(metadata: MetaData, resources: Sequence[Resource]) -> Table:
+    """``village_stock`` for ``resources``: village_id, shard, updated_ms, then each
+    resource's stock, each one's rate, and one ``<cap>_cap`` per distinct cap."""
+    caps = dict.fromkeys(r.cap for r in resources)
+    return Table(
+        STOCK_TABLE,
+        metadata,
+        Column("village_id", BigInteger, primary_key=True, autoincrement=False),
+        Column("shard", SmallInteger, nullable=False),
+        Column("updated_ms", BigInteger, nullable=False),
+        *(Column(r.name, BigInteger, nullable=False) for r in resources),
+        *(Column(f"{r.name}_rate", BigInteger, nullable=False) for r in resources),
+        *(Column(f"{cap}_cap", BigInteger, nullable=False) for cap in caps),
+        Index("ix_village_stock_shard", "shard"),
+    )
 
-    On PostgreSQL the commit does not wait for the WAL flush: a tick lost in a
-    crash is recomputed by the next one (dt per row), so it needs no durability.
+
+class Stocks:
+    """The ``village_stock`` table of one game's resources and every statement on it.
+
+    Stocks and caps are fixed-point (``common.amounts.SCALE`` per unit); rates are
+    whole units per hour, negative only for a resource declared ``may_decline``.
     """
-    dialect = conn.dialect.name
-    async with conn.begin():
-        if dialect == "postgresql":
-            await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            # never queue for long behind a command's row lock: the next rotation catches up
-            await conn.exec_driver_sql("SET LOCAL lock_timeout = '500ms'")
-        head = await horizon_head(conn, now_ms)
-        horizon = now_ms if head is None else head.due_ms
-        held = await held_villages(conn, horizon)  # stuck events' villages, and those due now
-        if held is None:
-            return ShardTick(0, horizon, head)
-        result = await conn.execute(
-            _prepared_tick(dialect, bool(held)), _tick_parameters(shard, horizon, held)
+
+    def __init__(self, resources: Sequence[Resource]) -> None:
+        if not resources:
+            raise ValueError("a game declares at least one resource")
+        names = [r.name for r in resources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"resource names must be distinct: {names}")
+        self.resources: tuple[Resource, ...] = tuple(resources)
+        self.names: tuple[str, ...] = tuple(names)
+        self.caps: tuple[str, ...] = tuple(dict.fromkeys(r.cap for r in resources))
+        self.cap_of: dict[str, str] = {r.name: r.cap for r in resources}
+        self.declining: frozenset[str] = frozenset(r.name for r in resources if r.may_decline)
+        self.metadata = MetaData(naming_convention=NAMING)
+        self.table = stock_table(self.metadata, resources)
+        self.c = self.table.c
+        self._ticks: dict[tuple[str, bool], Update] = {}
+
+    def __repr__(self) -> str:
+        return f"Stocks({', '.join(self.names)})"
+
+    # ---- SQL expressions
+
+    def cap_column(self, resource: str) -> ColumnElement[int]:
+        return self.c[f"{self.cap_of[resource]}_cap"]
+
+    def accrued(
+        self,
+        resource: str,
+        now_ms: int | ColumnElement[int],
+        dialect: str,
+        moves_forward: bool = False,
+    ) -> ColumnElement[int]:
+        """SQL for the stock of ``resource`` at ``now_ms`` (never before ``updated_ms``).
+
+        ``moves_forward`` says the statement's WHERE already guarantees
+        ``updated_ms < now_ms``, so the clamp of ``dt`` at 0 can be left out (the
+        tick's hot path). Only a resource that may decline needs the floor at 0.
+        """
+        c = self.c
+        stock, rate = c[resource], c[f"{resource}_rate"]
+        now = literal(now_ms) if isinstance(now_ms, int) else now_ms
+        elapsed = now - c.updated_ms
+        dt = elapsed if moves_forward else _greatest(dialect, elapsed, 0)
+        capped = _least(dialect, self.cap_column(resource), stock + rate * dt)
+        return _greatest(dialect, 0, capped) if resource in self.declining else capped
+
+    def settled_values(
+        self, now_ms: int | ColumnElement[int], dialect: str, moves_forward: bool = False
+    ) -> dict[str, ColumnElement[int]]:
+        return {res: self.accrued(res, now_ms, dialect, moves_forward) for res in self.names}
+
+    # ---- the tick
+
+    def _build_tick(
+        self,
+        dialect: str,
+        shard: int | ColumnElement[int],
+        now_ms: int | ColumnElement[int],
+        held: Sequence[int] | ColumnElement[Any] | None,
+    ) -> Update:
+        c = self.c
+        stmt = update(self.table).where(c.shard == shard, c.updated_ms < now_ms)
+        if held is not None:
+            stmt = stmt.where(c.village_id.not_in(held))
+        return stmt.values(
+            **self.settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms
+        ).execution_options(synchronize_session=False)
+
+    def tick_statement(
+        self, shard: int, now_ms: int, dialect: str, held: Sequence[int] = ()
+    ) -> Update:
+        """One shard's tick: materialize every row's stock at ``now_ms``, except ``held``."""
+        return self._build_tick(dialect, shard, now_ms, list(held) if held else None)
+
+    def _prepared_tick(self, dialect: str, holds: bool) -> Update:
+        """``tick_statement`` with the shard, the time and the held villages as parameters
+        (``_tick_parameters``), built once per dialect: building and cache-keying it anew
+        costs about half a millisecond of Python, a few per cent of a shard's tick."""
+        stmt = self._ticks.get((dialect, holds))
+        if stmt is None:
+            held: ColumnElement[Any] | None = (
+                bindparam("tick_held", expanding=True) if holds else None
+            )
+            now = bindparam("tick_now_ms", type_=BigInteger)
+            shard = bindparam("tick_shard", type_=SmallInteger)
+            stmt = self._ticks[(dialect, holds)] = self._build_tick(dialect, shard, now, held)
+        return stmt
+
+    def bare_tick_statement(self, shard: int, now_ms: int) -> Update:
+        """The ceiling the tick is measured against: the cheapest UPDATE of the same rows."""
+        c = self.c
+        return (
+            update(self.table)
+            .where(c.shard == shard, c.updated_ms < now_ms)
+            .values(updated_ms=now_ms)
+            .execution_options(synchronize_session=False)
         )
-    return ShardTick(int(result.rowcount or 0), horizon, head)
+
+    async def tick_shard(self, conn: AsyncConnection, shard: int, now_ms: int) -> ShardTick:
+        """Run one shard's tick in its own transaction, up to ``settle_horizon``.
+
+        On PostgreSQL the commit does not wait for the WAL flush: a tick lost in a
+        crash is recomputed by the next one (dt per row), so it needs no durability.
+        """
+        dialect = conn.dialect.name
+        async with conn.begin():
+            if dialect == "postgresql":
+                await conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+                # never queue for long behind a command's row lock: the next rotation catches up
+                await conn.exec_driver_sql("SET LOCAL lock_timeout = '500ms'")
+            head = await horizon_head(conn, now_ms)
+            horizon = now_ms if head is None else head.due_ms
+            held = await held_villages(conn, horizon)  # stuck events' villages, and those due now
+            if held is None:
+                return ShardTick(0, horizon, head)
+            result = await conn.execute(
+                self._prepared_tick(dialect, bool(held)), _tick_parameters(shard, horizon, held)
+            )
+        return ShardTick(int(result.rowcount or 0), horizon, head)
+
+    # ---- commands and handlers
+
+    async def settle_horizon(self, db: AsyncSession | AsyncConnection, now_ms: int) -> int:
+        return await settle_horizon(db, now_ms)
+
+    async def settle(
+        self, db: AsyncSession | AsyncConnection, village_ids: Sequence[int], now_ms: int
+    ) -> None:
+        """Materialize stocks at ``now_ms`` (before a rate change, a battle, a report)."""
+        if not village_ids:
+            return
+        c = self.c
+        await db.execute(
+            update(self.table)
+            .where(c.village_id.in_(list(village_ids)), c.updated_ms < now_ms)
+            .values(
+                **self.settled_values(now_ms, _dialect(db), moves_forward=True),
+                updated_ms=now_ms,
+            )
+            .execution_options(synchronize_session=False)
+        )
+
+    async def spend(
+        self,
+        db: AsyncSession | AsyncConnection,
+        village_id: int,
+        cost: Mapping[str, int],
+        now_ms: int,
+    ) -> int | None:
+        """Settle and subtract ``cost`` (fixed-point) if the settled stock covers it, atomically.
+
+        Returns the time the stock was settled at (``now_ms``, or later if the row already
+        was), or None when it does not cover the cost. The condition and the write are one
+        statement, so concurrent spenders can never both spend the same resources: the
+        loser gets None and nothing changes.
+        """
+        self._known(cost)
+        dialect, c = _dialect(db), self.c
+        values = self.settled_values(now_ms, dialect)
+        conditions = [values[res] >= cost.get(res, 0) for res in self.names]
+        new_values = {res: values[res] - cost.get(res, 0) for res in self.names}
+        result = await db.execute(
+            update(self.table)
+            .where(c.village_id == village_id, and_(*conditions))
+            .values(**new_values, updated_ms=_greatest(dialect, c.updated_ms, now_ms))
+            .returning(c.updated_ms)
+            .execution_options(synchronize_session=False)
+        )
+        settled = result.scalar()
+        return None if settled is None else int(settled)
+
+    async def deposit(
+        self,
+        db: AsyncSession | AsyncConnection,
+        village_id: int,
+        amounts: Mapping[str, int],
+        now_ms: int,
+    ) -> None:
+        """Settle and add ``amounts`` (fixed-point), capped by storage (excess is lost)."""
+        self._known(amounts)
+        dialect, c = _dialect(db), self.c
+        values = self.settled_values(now_ms, dialect)
+        new_values = {
+            res: _least(dialect, self.cap_column(res), values[res] + amounts.get(res, 0))
+            for res in self.names
+        }
+        await db.execute(
+            update(self.table)
+            .where(c.village_id == village_id)
+            .values(**new_values, updated_ms=_greatest(dialect, c.updated_ms, now_ms))
+            .execution_options(synchronize_session=False)
+        )
+
+    async def set_rates(
+        self,
+        db: AsyncSession | AsyncConnection,
+        village_id: int,
+        rates: Mapping[str, int],
+        now_ms: int,
+        caps: Mapping[str, int] | None = None,
+    ) -> None:
+        """Settle at ``now_ms`` with the old rates, then set new ``rates`` (whole units per
+        hour, by resource) and/or ``caps`` (whole units, by cap name), in one statement.
+
+        Production changes at the exact time of the event that changes it.
+        """
+        self._known(rates)
+        unknown = set(caps or ()) - set(self.caps)
+        if unknown:
+            raise KeyError(f"unknown cap(s) {sorted(unknown)}; declared: {list(self.caps)}")
+        dialect, c = _dialect(db), self.c
+        values: dict[str, Any] = dict(self.settled_values(now_ms, dialect))
+        for res, rate in rates.items():
+            if rate < 0 and res not in self.declining:
+                raise ValueError(f"{res} may not decline (rate {rate}); declare may_decline=True")
+            values[f"{res}_rate"] = rate
+        for cap, units in (caps or {}).items():
+            values[f"{cap}_cap"] = to_fixed(units)
+        await db.execute(
+            update(self.table)
+            .where(c.village_id == village_id)
+            .values(**values, updated_ms=_greatest(dialect, c.updated_ms, now_ms))
+            .execution_options(synchronize_session=False)
+        )
+
+    async def set_caps(
+        self,
+        db: AsyncSession | AsyncConnection,
+        village_id: int,
+        caps: Mapping[str, int],
+        now_ms: int,
+    ) -> None:
+        """Settle at ``now_ms``, then set ``caps`` (whole units, by cap name)."""
+        await self.set_rates(db, village_id, {}, now_ms, caps=caps)
+
+    # ---- rows
+
+    def row(
+        self,
+        village_id: int,
+        shard: int,
+        now_ms: int,
+        stock: Mapping[str, int],
+        rates: Mapping[str, int],
+        caps: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """A new ``village_stock`` row from whole units (stock capped by its storage)."""
+        self._known(stock)
+        self._known(rates)
+        missing = [cap for cap in self.caps if cap not in caps]
+        if missing:
+            raise ValueError(f"a new place needs every cap: {missing} missing")
+        row: dict[str, Any] = {"village_id": village_id, "shard": shard, "updated_ms": now_ms}
+        for res in self.names:
+            row[res] = to_fixed(min(stock.get(res, 0), caps[self.cap_of[res]]))
+        for res in self.names:
+            row[f"{res}_rate"] = rates.get(res, 0)
+        for cap in self.caps:
+            row[f"{cap}_cap"] = to_fixed(caps[cap])
+        return row
+
+    def _known(self, amounts: Mapping[str, int]) -> None:
+        unknown = set(amounts) - set(self.names)
+        if unknown:
+            raise KeyError(f"unknown resource(s) {sorted(unknown)}; declared: {list(self.names)}")
 
 
-def _dialect(db: AsyncSession | AsyncConnection) -> str:
-    return db.get_bind().dialect.name if isinstance(db, AsyncSession) else db.dialect.name
-
-
-async def settle(
-    db: AsyncSession | AsyncConnection, village_ids: Sequence[int], now_ms: int
-) -> None:
-    """Materialize stocks at ``now_ms`` (before a rate change, a battle, a report)."""
-    if not village_ids:
-        return
-    dialect = _dialect(db)
-    await db.execute(
-        update(VillageStock)
-        .where(_T.village_id.in_(list(village_ids)), _T.updated_ms < now_ms)
-        .values(**settled_values(now_ms, dialect, moves_forward=True), updated_ms=now_ms)
-        .execution_options(synchronize_session=False)
-    )
-
-
-async def spend(
-    db: AsyncSession | AsyncConnection, village_id: int, cost: Mapping[str, int], now_ms: int
-) -> int | None:
-    """Settle and subtract ``cost`` (fixed-point) if the settled stock covers it, atomically.
-
-    Returns the time the stock was settled at (``now_ms``, or later if the row already
-    was), or None when it does not cover the cost. The condition and the write are one
-    statement, so concurrent spenders can never both spend the same resources: the
-    loser gets None and nothing changes.
-    """
-    dialect = _dialect(db)
-    values = settled_values(now_ms, dialect)
-    conditions = [values[res] >= cost.get(res, 0) for res in RESOURCES]
-    new_values = {res: values[res] - cost.get(res, 0) for res in RESOURCES}
-    result = await db.execute(
-        update(VillageStock)
-        .where(_T.village_id == village_id, and_(*conditions))
-        .values(**new_values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
-        .returning(_T.updated_ms)
-        .execution_options(synchronize_session=False)
-    )
-    settled = result.scalar()
-    return None if settled is None else int(settled)
-
-
-async def deposit(
-    db: AsyncSession | AsyncConnection, village_id: int, amounts: Mapping[str, int], now_ms: int
-) -> None:
-    """Settle and add ``amounts`` (fixed-point), capped by storage (excess is lost)."""
-    dialect = _dialect(db)
-    values = settled_values(now_ms, dialect)
-    new_values = {
-        res: _least(dialect, cap_column(res), values[res] + amounts.get(res, 0))
-        for res in RESOURCES
-    }
-    await db.execute(
-        update(VillageStock)
-        .where(_T.village_id == village_id)
-        .values(**new_values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
-        .execution_options(synchronize_session=False)
-    )
-
-
-async def set_rates(
-    db: AsyncSession | AsyncConnection,
-    village_id: int,
-    now_ms: int,
-    rates: Mapping[str, int] | None = None,
-    caps: tuple[int, int] | None = None,
-) -> None:
-    """Settle at ``now_ms`` with the old rates, then set new rates and/or caps.
-
-    Production changes at the exact time of the event that changes it.
-    ``caps`` is (warehouse, granary) in fixed-point units.
-    """
-    dialect = _dialect(db)
-    values: dict[str, Any] = dict(settled_values(now_ms, dialect))
-    for res, rate in (rates or {}).items():
-        values[f"{res}_rate"] = rate
-    if caps is not None:
-        values["warehouse_cap"], values["granary_cap"] = caps
-    await db.execute(
-        update(VillageStock)
-        .where(_T.village_id == village_id)
-        .values(**values, updated_ms=_greatest(dialect, _T.updated_ms, now_ms))
-        .execution_options(synchronize_session=False)
-    )
+def _tick_parameters(shard: int, now_ms: int, held: Sequence[int]) -> dict[str, Any]:
+    parameters: dict[str, Any] = {"tick_shard": shard, "tick_now_ms": now_ms}
+    if held:
+        parameters["tick_held"] = list(held)
+    return parameters

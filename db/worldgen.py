@@ -1,39 +1,30 @@
 """World generator: N players with villages on a square map, by bulk inserts.
 
-The framework knows only the shape of a new village (``VillageTemplate``); the
-game supplies one (the reference game's is ``refgame.world.village_template``).
+The framework knows only the shape of a new place (``gameapi.PlaceTemplate``: its
+stock, rates, caps and the game's own rows); the game supplies one (the reference
+game's is ``refgame.world.village_template``) and its ``Stocks``.
 PostgreSQL rows go in with COPY, SQLite rows with multi-row executemany.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common.amounts import to_fixed
 from common.clock import SYSTEM_CLOCK, Clock
 from common.names import name_key
-from db.models import Building, Player, Troop, Village, VillageStock
+from db.models import Player, Village
 
-RESOURCES = ("wood", "clay", "iron", "crop")
+if TYPE_CHECKING:
+    from db.declare import PlaceTemplate
+    from db.stock import Stocks
+
 _COPY_CHUNK = 50_000
-
-
-@dataclass(frozen=True)
-class VillageTemplate:
-    """What a new village starts with; amounts in whole units, rates in units/hour."""
-
-    buildings: Mapping[str, int] = field(default_factory=dict)
-    troops: Mapping[str, int] = field(default_factory=dict)
-    stock: Mapping[str, int] = field(default_factory=dict)
-    rates: Mapping[str, int] = field(default_factory=dict)
-    warehouse_cap: int = 800
-    granary_cap: int = 800
 
 
 @dataclass(frozen=True)
@@ -44,15 +35,22 @@ class WorldSummary:
     last_village_id: int
 
 
-def stock_row(village_id: int, shard: int, now_ms: int, t: VillageTemplate) -> dict[str, Any]:
-    row: dict[str, Any] = {"village_id": village_id, "shard": shard, "updated_ms": now_ms}
-    for res in RESOURCES:
-        cap = t.granary_cap if res == "crop" else t.warehouse_cap
-        row[res] = to_fixed(min(t.stock.get(res, 0), cap))
-        row[f"{res}_rate"] = t.rates.get(res, 0)
-    row["warehouse_cap"] = to_fixed(t.warehouse_cap)
-    row["granary_cap"] = to_fixed(t.granary_cap)
-    return row
+def stock_row(
+    stocks: Stocks, village_id: int, shard: int, now_ms: int, t: PlaceTemplate
+) -> dict[str, Any]:
+    """The ``village_stock`` row of a new place made from ``t``."""
+    return stocks.row(village_id, shard, now_ms, t.stock, t.rates, t.caps)
+
+
+def game_rows(t: PlaceTemplate, place_ids: Sequence[int]) -> dict[Table, list[dict[str, Any]]]:
+    """The game's own rows of new places (``t.rows``), by table, in the order the game gives."""
+    out: dict[Table, list[dict[str, Any]]] = {}
+    if t.rows is None:
+        return out
+    for place_id in place_ids:
+        for table, rows in t.rows(place_id).items():
+            out.setdefault(table, []).extend(rows)
+    return out
 
 
 async def bulk_insert(conn: AsyncConnection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
@@ -94,7 +92,7 @@ async def generate_world(
     engine: AsyncEngine,
     *,
     players: int,
-    template: VillageTemplate,
+    template: PlaceTemplate,
     shards: int,
     map_radius: int,
     villages_per_player: int = 1,
@@ -102,8 +100,10 @@ async def generate_world(
     name_prefix: str = "bot",
     seed: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    stocks: Stocks,
 ) -> WorldSummary:
-    """Add ``players`` bot players, each with ``villages_per_player`` villages from ``template``."""
+    """Add ``players`` bot players, each with ``villages_per_player`` villages from ``template``
+    (a place of the game whose ``stocks`` these are: ``gameapi.stocks_of(game)``)."""
     if players < 0 or villages_per_player < 1:
         raise ValueError("players must be >= 0 and villages_per_player >= 1")
     rng = random.Random(seed)
@@ -142,22 +142,12 @@ async def generate_world(
         # Rows of one shard go in together, so each shard's tick reads neighbouring pages.
         ids_by_shard = sorted(range(first_village, first_village + n_villages),
                               key=lambda v: (v % shards, v))  # fmt: skip
-        stock_rows = [stock_row(v, v % shards, now, template) for v in ids_by_shard]
-        building_rows = [
-            {"village_id": v["id"], "kind": kind, "level": level}
-            for v in village_rows
-            for kind, level in template.buildings.items()
-        ]
-        troop_rows = [
-            {"village_id": v["id"], "home_village_id": v["id"], "unit": unit, "count": count}
-            for v in village_rows
-            for unit, count in template.troops.items()
-        ]
+        stock_rows = [stock_row(stocks, v, v % shards, now, template) for v in ids_by_shard]
         await bulk_insert(conn, Player.__table__, player_rows)  # type: ignore[arg-type]
         await bulk_insert(conn, Village.__table__, village_rows)  # type: ignore[arg-type]
-        await bulk_insert(conn, VillageStock.__table__, stock_rows)  # type: ignore[arg-type]
-        await bulk_insert(conn, Building.__table__, building_rows)  # type: ignore[arg-type]
-        await bulk_insert(conn, Troop.__table__, troop_rows)  # type: ignore[arg-type]
+        await bulk_insert(conn, stocks.table, stock_rows)
+        for game_table, rows in game_rows(template, [v["id"] for v in village_rows]).items():
+            await bulk_insert(conn, game_table, rows)
         if conn.dialect.name == "postgresql":
             # COPY with explicit ids leaves the serial sequences behind; catch them up.
             for table in ("players", "villages"):

@@ -16,6 +16,7 @@ from gameapi.game import Game, PlaceTemplate, Resource, SnapshotPart
 from gameapi.loading import handler_registry, load_game
 from gameapi.places import NotYourPlace, own_place
 from gameapi.routes import CommandRoute, QueryRoute
+from gameapi.stocks import Stocks, stocks_for, stocks_of
 from webfront.validation import Id, Out, Query, StrictBody
 
 places = Village.__table__
@@ -38,6 +39,7 @@ __all__ = [
     "Resource",
     "RetryPolicy",
     "SnapshotPart",
+    "Stocks",
     "StrictBody",
     "Tx",
     "UnknownEventKind",
@@ -46,6 +48,8 @@ __all__ = [
     "own_place",
     "places",
     "players",
+    "stocks_for",
+    "stocks_of",
     "to_fixed",
     "to_units",
 ]

@@ -27,6 +27,7 @@ from common.settings import Settings, load_settings
 from gameapi.loading import handler_registry, load_game
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
+from gameserver.status import StatusPublisher
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 
@@ -97,6 +98,8 @@ def main(
         server = TaskServer(settings, registry, config=config, burst=burst)
         if not (burst or check or no_tick):
             ShardedTick(server)
+        if not (burst or check):
+            StatusPublisher.attach(server)  # what the operator console shows
         gc.freeze()  # what was loaded at start lives on: keep it out of full GC passes
         if check:  # one line: what a healthcheck's log shows
             click.echo("ok: " + "; ".join(asyncio.run(server.check())))

@@ -35,6 +35,8 @@ from common.redis_conn import AnyRedis
 from common.settings import Settings
 from db.engine import check_database, create_engine, session_factory
 from db.migrate import current_revision, require_current
+from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
 from gameserver.metrics import MetricsServer, QueueMetrics
@@ -75,6 +77,8 @@ class TaskServer:
     ) -> None:
         self.settings = settings
         self.registry = registry
+        # the game's stock statements, for its handlers (``Tx.stocks``) and the tick
+        self.stocks = stocks_of(load_game(settings.game))
         self.clock = clock
         self.config = config or TaskServerConfig()
         self.burst = burst
@@ -169,7 +173,7 @@ class TaskServer:
             await self._open()
             assert self.redis is not None and self.engine is not None
             kind = "cluster" if isinstance(self.redis, RedisCluster) else "single node"
-            revision = await current_revision(self.engine)
+            revision = await current_revision(self.engine, self.settings)
             return [
                 f"redis: ok ({kind}, prefix {self.settings.redis_prefix!r})",
                 f"database: ok (schema revision {revision})",
@@ -333,6 +337,7 @@ class TaskServer:
             lease_valid=self.leases.valid,
             burst=self.burst,
             world_speed=self.settings.world_speed,
+            stocks=self.stocks,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

@@ -1,7 +1,7 @@
 """The sharded per-second resource tick.
 
 Every second APScheduler fires ``TickRunner.tick``; shard ``floor(now_s) % S``
-is materialized by ``db.stock.tick_shard`` (one set-based UPDATE, up to the
+is materialized by ``Stocks.tick_shard`` (one set-based UPDATE, up to the
 earliest pending event) in the process that holds that shard's lease. A tick
 that runs late, twice or not at all changes nothing in the result (each row
 carries its own ``updated_ms``), so leases only need to be mostly exclusive.
@@ -24,7 +24,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import SYSTEM_CLOCK, Clock
-from db.stock import ShardTick, tick_shard
+from db.stock import ShardTick, Stocks
 from gameserver.leases import LeaseManager
 from gameserver.metrics import TickMetrics
 
@@ -52,7 +52,10 @@ class TickRunner:
         owns: Callable[[int], bool],
         clock: Clock = SYSTEM_CLOCK,
         metrics: TickMetrics | None = None,
+        *,
+        stocks: Stocks,
     ) -> None:
+        self.stocks = stocks  # the game's: gameapi.stocks_of(game)
         self.engine = engine
         self.shards = shards
         self.owns = owns
@@ -70,7 +73,7 @@ class TickRunner:
         """Materialize one shard at ``now_ms``; returns the rows updated."""
         started = time.perf_counter()
         async with self.engine.connect() as conn:
-            done = await tick_shard(conn, shard, now_ms)
+            done = await self.stocks.tick_shard(conn, shard, now_ms)
         m = self.metrics
         m.seconds.observe(time.perf_counter() - started)
         m.villages.inc(done.rows)
@@ -177,6 +180,7 @@ class ShardedTick:
             owns=lambda shard: shard in leases.held and leases.valid(),
             clock=server.clock,
             metrics=TickMetrics(server.metrics.registry),
+            stocks=server.stocks,
         )
         self.runner.attach(server.scheduler)
         self.leases = leases

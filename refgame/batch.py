@@ -24,10 +24,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from db.stock import RESOURCES
 from refgame import economy, state
 from refgame.batch_io import BatchIO, TroopKey
 from refgame.economy import starvation_time_ms
+from refgame.resources import RESOURCES
 
 
 class BatchState:

@@ -19,8 +19,9 @@ from sqlalchemy import Table, bindparam, delete, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.engine import json_dumps
-from db.models import Building, March, Report, Troop, Village, VillageStock
-from db.stock import RESOURCES
+from db.models import Village
+from refgame.models import Building, March, Report, Troop
+from refgame.resources import RESOURCES, STOCKS
 from refgame.state import VillageInfo, add_troop_counts
 
 STOCK_COLUMNS = (*RESOURCES, *(f"{r}_rate" for r in RESOURCES), "warehouse_cap",
@@ -73,7 +74,8 @@ async def batch_io(session: AsyncSession) -> BatchIO:
 # ---- portable: SQLAlchemy Core ------------------------------------------------------------
 
 # the declarative stubs type ``__table__`` as any FromClause; these classes map Tables
-_S, _T, _M, _R = (cast(Table, m.__table__) for m in (VillageStock, Troop, March, Report))
+_T, _M, _R = (cast(Table, m.__table__) for m in (Troop, March, Report))
+_S = STOCKS.table
 
 
 class CoreIO:

@@ -1,7 +1,7 @@
 """The reference game's player commands: build, train, send a march, recall.
 
 Each runs inside one transaction the caller opens (the web tier) and returns
-a JSON-ready dict. Spending is one conditional UPDATE (``db.stock.spend``,
+a JSON-ready dict. Spending is one conditional UPDATE (``Stocks.spend``,
 ``state.take_troops``), so concurrent commands can never spend the same
 resources or troops twice; on any refusal a ``RuleError`` is raised and the
 caller rolls back, so nothing changes.
@@ -16,8 +16,6 @@ from sqlalchemy import insert, select, update
 
 from common.amounts import to_fixed
 from db import events as pending
-from db import stock
-from db.models import BuildOrder, March, TrainingOrder
 from gameapi.routes import CommandRoute
 from refgame import state
 from refgame.buildings import plan_build
@@ -31,6 +29,8 @@ from refgame.errors import (
     RuleError,
 )
 from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
+from refgame.models import BuildOrder, March, TrainingOrder
+from refgame.resources import RESOURCES, STOCKS
 from refgame.travel import check_recall, plan_march, recall_return_ms
 from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training
 from webfront.validation import Id, Out, StrictBody
@@ -63,13 +63,15 @@ async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
 
     That is *now*, unless an event elsewhere is overdue: its follow-ups (news of a
     battle, a return with loot) may land in this village at any time from its due time
-    on, so the stock is settled no later than that (``db.stock.settle_horizon``).
+    on, so the stock is settled no later than that (``Stocks.settle_horizon``).
     """
     await require_settled(tx, village_id)
-    at = await stock.settle_horizon(tx.session, tx.now_ms)
-    spent = await stock.spend(tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at)
+    at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
+    spent = await STOCKS.spend(
+        tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at
+    )
     if spent is None:
-        have = stock.RESOURCES
+        have = RESOURCES
         raise InsufficientResources(
             "not enough resources; wait for production or lower the quantity",
             cost=cost,

@@ -27,7 +27,6 @@ from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
-from db.models import Building, BuildOrder, TrainingOrder
 from refgame import state
 from refgame.batch import BatchState
 from refgame.batch_io import MarchRow, batch_io
@@ -48,6 +47,7 @@ from refgame.economy import (
     village_caps,
     visible_stock,
 )
+from refgame.models import Building, BuildOrder, TrainingOrder
 from refgame.travel import march_duration_ms, return_march, shortest_follow_up_ms
 from refgame.units import total_upkeep
 

@@ -21,13 +21,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from db.worldgen import RESOURCES as _DB_RESOURCES
+from gameapi.game import Resource
+from gameapi.stocks import stocks_for
 from refgame.errors import InsufficientResources, InvalidQuantity
 
-# Column names of ``village_stock``: wood, wood_rate, ... (the order is the display order).
-RESOURCES: tuple[str, ...] = ("wood", "clay", "iron", "crop")
-if RESOURCES != _DB_RESOURCES:  # pragma: no cover - a guard for whoever edits either list
-    raise ImportError("refgame RESOURCES must match the village_stock columns of db.worldgen")
+# The game's resources (``village_stock`` columns wood, wood_rate, ..., warehouse_cap,
+# granary_cap; the order is the display order). Wood, clay and iron share the warehouse;
+# crop has the granary, and its rate is net of troop upkeep, so it may decline.
+RESOURCE_TYPES: tuple[Resource, ...] = (
+    Resource("wood", "warehouse"),
+    Resource("clay", "warehouse"),
+    Resource("iron", "warehouse"),
+    Resource("crop", "granary", may_decline=True),
+)
+RESOURCES: tuple[str, ...] = tuple(r.name for r in RESOURCE_TYPES)
+STOCKS = stocks_for(RESOURCE_TYPES)  # the statements on refgame's ``village_stock``
 
 MS_PER_HOUR = 3_600_000
 MS_PER_SECOND = 1_000

@@ -2,7 +2,7 @@
 
 Commands (web tier) and event handlers (task server) share these. Every write
 that changes production first settles the stock at the change's own time
-(``db.stock.set_rates``), so resources stay exact.
+(``Stocks.set_rates``), so resources stay exact.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from common.amounts import to_fixed
 from common.ids import IdGenerator
-from db import stock
-from db.models import Building, Report, Troop, Village, VillageStock
+from db.models import Village
 from refgame.economy import starvation_time_ms, stock_at
+from refgame.models import Building, Report, Troop
+from refgame.resources import RESOURCES, STOCKS
 
 STARVATION = "starvation"  # event kind: the crop of a village may have run out
 
@@ -140,13 +140,13 @@ async def change_rates(
     """
     deltas = {r: d for r, d in (rate_deltas or {}).items() if d}
     row = await stock_row(session, village_id)
-    new_rates = {r: row[f"{r}_rate"] + deltas.get(r, 0) for r in stock.RESOURCES}
-    await stock.set_rates(
+    new_rates = {r: row[f"{r}_rate"] + deltas.get(r, 0) for r in RESOURCES}
+    await STOCKS.set_rates(
         session,
         village_id,
+        {r: new_rates[r] for r in deltas},
         at_ms,
-        rates={r: new_rates[r] for r in deltas},
-        caps=(to_fixed(caps[0]), to_fixed(caps[1])) if caps else None,
+        caps={"warehouse": caps[0], "granary": caps[1]} if caps else None,
     )
     if deltas.get("crop", 0) < 0 and new_rates["crop"] < 0:
         due = starvation_time_ms(stock_at(row, at_ms)["crop"], new_rates["crop"], at_ms)
@@ -158,9 +158,7 @@ async def change_rates(
 async def stock_row(session: AsyncSession, village_id: int) -> dict[str, int]:
     """The village's ``village_stock`` row as a dict (fixed-point stocks and caps, rates)."""
     row = (
-        await session.execute(
-            select(VillageStock.__table__).where(VillageStock.village_id == village_id)
-        )
+        await session.execute(select(STOCKS.table).where(STOCKS.c.village_id == village_id))
     ).one()
     return dict(row._mapping)
 

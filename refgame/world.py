@@ -9,18 +9,29 @@ crop production (a world speed below 1), the starvation rule trims them first.
 
 from __future__ import annotations
 
-from db.worldgen import VillageTemplate
-from gameapi.game import Game, Resource
-from refgame import commands, handlers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Table
+
+from gameapi.game import Game, PlaceTemplate
+from refgame import admin, commands, handlers
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
-from refgame.resources import RESOURCES
+from refgame.models import MIGRATIONS, Base, Building, Troop
+from refgame.resources import RESOURCE_TYPES, RESOURCES
+from refgame.snapshot import SNAPSHOT_PARTS
 
 __all__ = [
+    "DECLARED_RESOURCES",
     "GAME",
+    "MIGRATIONS",
     "STARTING_BUILDINGS",
     "STARTING_STOCK",
     "STARTING_TROOPS",
+    "VillageTemplate",
     "player_village_template",
     "village_caps",
     "village_rates",
@@ -38,14 +49,7 @@ STARTING_BUILDINGS: dict[str, int] = {
     "rally_point": 1,
     "barracks": 1,
 }
-# wood, clay and iron fill the warehouse, crop the granary; crop's net rate is negative
-# when troops eat more than the fields grow (then ``state.STARVATION`` kills some)
-DECLARED_RESOURCES = (
-    Resource("wood", cap="warehouse"),
-    Resource("clay", cap="warehouse"),
-    Resource("iron", cap="warehouse"),
-    Resource("crop", cap="granary", may_decline=True),
-)
+DECLARED_RESOURCES = RESOURCE_TYPES  # wood, clay, iron (warehouse), crop (granary, may decline)
 STARTING_STOCK = 750  # whole units of each resource
 # Upkeep 39 crop/hour against 45 of production at world speed 1.
 STARTING_TROOPS: dict[str, int] = {
@@ -54,6 +58,38 @@ STARTING_TROOPS: dict[str, int] = {
     "imperian": 5,
     "equites_imperatoris": 3,
 }
+
+
+@dataclass(frozen=True)
+class VillageTemplate(PlaceTemplate):
+    """A reference-game village: the framework's ``PlaceTemplate`` plus what it is made of."""
+
+    buildings: Mapping[str, int] = field(default_factory=dict)
+    troops: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def warehouse_cap(self) -> int:
+        return self.caps["warehouse"]
+
+    @property
+    def granary_cap(self) -> int:
+        return self.caps["granary"]
+
+
+def _rows(
+    buildings: Mapping[str, int], troops: Mapping[str, int], village_id: int
+) -> dict[Table, Sequence[dict[str, Any]]]:
+    """A new village's own rows: every building kind's level and the troops at home."""
+    return {
+        Building.__table__: [  # type: ignore[dict-item]
+            {"village_id": village_id, "kind": kind, "level": level}
+            for kind, level in buildings.items()
+        ],
+        Troop.__table__: [  # type: ignore[dict-item]
+            {"village_id": village_id, "home_village_id": village_id, "unit": u, "count": n}
+            for u, n in troops.items()
+        ],
+    }
 
 
 def village_template(world_speed: float, *, with_troops: bool = True) -> VillageTemplate:
@@ -71,8 +107,8 @@ def village_template(world_speed: float, *, with_troops: bool = True) -> Village
         troops=troops,
         stock={r: STARTING_STOCK for r in RESOURCES},
         rates=rates,
-        warehouse_cap=warehouse_cap,
-        granary_cap=granary_cap,
+        caps={"warehouse": warehouse_cap, "granary": granary_cap},
+        rows=partial(_rows, buildings, troops),
     )
 
 
@@ -88,9 +124,14 @@ def new_place(world_speed: float, bot: bool) -> VillageTemplate:
 
 GAME = Game(
     name="refgame",
-    resources=DECLARED_RESOURCES,
-    new_place=new_place,  # type: ignore[arg-type]
+    resources=RESOURCE_TYPES,
+    new_place=new_place,
     register_handlers=handlers.register,
     commands=commands.ROUTES,
     rule_errors=commands.RULE_ERRORS,
+    tables=Base.metadata,
+    migrations=MIGRATIONS,
+    snapshot_parts=SNAPSHOT_PARTS,
+    admin_timeline=admin.admin_timeline,
+    replay_report=admin.replay_report,
 )

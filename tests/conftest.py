@@ -25,7 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from common.settings import Settings, env_variables, load_settings
 from db.engine import create_engine
 from db.migrate import upgrade
-from db.models import Base
 
 # The tests choose every setting themselves: a shell that exports GAME, REDIS_PREFIX or
 # a port for a world of its own must not leak into them (or into their subprocesses).
@@ -90,9 +89,14 @@ def _fresh_sqlite(template: Path, tmp_path: Path) -> str:
 
 async def _truncate_pg(url: str) -> None:
     engine = create_async_engine(url)
-    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
     try:
         async with engine.begin() as conn:
+            # every table the migrations made: the framework's and the game's
+            names = await conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                     "AND tablename <> 'alembic_version'")
+            )  # fmt: skip
+            tables = ", ".join(f'"{name}"' for (name,) in names)
             await conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
     finally:
         await engine.dispose()

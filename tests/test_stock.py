@@ -8,8 +8,8 @@ import random
 from sqlalchemy import delete, insert, select
 
 from common.amounts import SCALE, accrue
-from db import stock
-from db.models import Village, VillageStock
+from db.models import Village
+from refgame.resources import STOCKS as stock
 
 T0 = 1_700_000_000_000
 CAP = 1_000 * SCALE
@@ -22,8 +22,8 @@ async def _make_villages(engine, count: int, shards: int = 4, start: int = 500) 
             "village_id": v,
             "shard": v % shards,
             "updated_ms": T0,
-            **{res: start * SCALE for res in stock.RESOURCES},
-            **{f"{res}_rate": RATES[res] + v for res in stock.RESOURCES},
+            **{res: start * SCALE for res in stock.names},
+            **{f"{res}_rate": RATES[res] + v for res in stock.names},
             "warehouse_cap": CAP,
             "granary_cap": CAP,
         }
@@ -37,21 +37,17 @@ async def _make_villages(engine, count: int, shards: int = 4, start: int = 500) 
                 for v in range(1, count + 1)
             ],
         )
-        await conn.execute(insert(VillageStock), rows)
+        await conn.execute(insert(stock.table), rows)
 
 
 async def _stocks(engine) -> dict[int, tuple[int, ...]]:
     async with engine.connect() as conn:
-        rows = await conn.execute(
-            select(VillageStock.village_id, *(VillageStock.__table__.c[r] for r in stock.RESOURCES))
-        )
+        rows = await conn.execute(select(stock.c.village_id, *(stock.c[r] for r in stock.names)))
         return {r[0]: tuple(r[1:]) for r in rows}
 
 
 def closed_form(village_id: int, t: int, start: int = 500) -> tuple[int, ...]:
-    return tuple(
-        accrue(start * SCALE, RATES[res] + village_id, t - T0, CAP) for res in stock.RESOURCES
-    )
+    return tuple(accrue(start * SCALE, RATES[res] + village_id, t - T0, CAP) for res in stock.names)
 
 
 async def test_ticks_late_doubled_or_skipped_give_the_closed_form(engine) -> None:
@@ -112,7 +108,7 @@ async def test_rate_change_settles_first(engine) -> None:
     await _make_villages(engine, 1, start=0)
     hour = 3_600_000
     async with engine.begin() as conn:
-        await stock.set_rates(conn, 1, T0 + hour, rates={"wood": 100})
+        await stock.set_rates(conn, 1, {"wood": 100}, T0 + hour)
     async with engine.begin() as conn:
         await stock.settle(conn, [1], T0 + 2 * hour)
     assert (await _stocks(engine))[1][0] == (38 + 100) * SCALE
@@ -152,7 +148,7 @@ async def test_tick_settles_no_village_past_the_earliest_pending_event(engine) -
     async def tick(now_ms: int) -> dict[int, int]:
         async with engine.connect() as conn:
             await stock.tick_shard(conn, 0, now_ms)
-            rows = await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))
+            rows = await conn.execute(select(stock.c.village_id, stock.c.updated_ms))
             return dict(rows.all())  # type: ignore[arg-type]
 
     await pending(3, T0 + 500)

@@ -10,8 +10,9 @@ from sqlalchemy import insert, select
 
 from common.amounts import SCALE
 from common.clock import ManualClock
-from db.models import ScheduledEvent, Village, VillageStock
+from db.models import ScheduledEvent, Village
 from gameserver.tick import TickRunner
+from refgame.resources import STOCKS
 from tests.waiting import wait_for
 
 T0 = 1_700_000_000_000
@@ -24,7 +25,7 @@ async def _villages(engine, count: int, shards: int) -> None:
             [{"id": v, "name": "v", "x": v, "y": 0, "created_ms": T0} for v in range(1, count + 1)],
         )
         await conn.execute(
-            insert(VillageStock),
+            insert(STOCKS.table),
             [
                 {
                     "village_id": v, "shard": v % shards, "updated_ms": T0,
@@ -39,14 +40,14 @@ async def _villages(engine, count: int, shards: int) -> None:
 
 async def _updated(engine) -> dict[int, int]:
     async with engine.connect() as conn:
-        rows = await conn.execute(select(VillageStock.village_id, VillageStock.updated_ms))
+        rows = await conn.execute(select(STOCKS.c.village_id, STOCKS.c.updated_ms))
         return dict(rows.all())
 
 
 async def test_each_second_ticks_its_shard_when_owned(engine) -> None:
     await _villages(engine, 12, shards=3)
     clock = ManualClock(T0)
-    runner = TickRunner(engine, shards=3, owns=lambda shard: shard != 2, clock=clock)
+    runner = TickRunner(engine, stocks=STOCKS, shards=3, owns=lambda shard: shard != 2, clock=clock)
     for second in range(1, 7):
         await clock.set(T0 + second * 1000)
         await runner.tick()
@@ -63,7 +64,7 @@ async def test_each_second_ticks_its_shard_when_owned(engine) -> None:
 
 async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
     await _villages(engine, 4, shards=1)
-    runner = TickRunner(engine, shards=1, owns=lambda shard: True)
+    runner = TickRunner(engine, stocks=STOCKS, shards=1, owns=lambda shard: True)
     runner.start()
     try:
         await wait_for(lambda: runner.ticks_run >= 1, "a tick fired by the scheduler")
@@ -71,7 +72,7 @@ async def test_scheduler_fires_every_second_and_counts_overruns(engine) -> None:
         runner.stop()
     assert min((await _updated(engine)).values()) > T0
 
-    slow = TickRunner(engine, shards=1, owns=lambda shard: True)
+    slow = TickRunner(engine, stocks=STOCKS, shards=1, owns=lambda shard: True)
     release = asyncio.Event()
 
     async def stuck(shard: int, now_ms: int) -> int:
@@ -101,7 +102,7 @@ async def test_a_horizon_held_back_for_long_names_the_event_in_a_warning(
             )
         )  # fmt: skip
     clock = ManualClock(T0 + 10_500)
-    runner = TickRunner(engine, shards=1, owns=lambda shard: True, clock=clock)
+    runner = TickRunner(engine, stocks=STOCKS, shards=1, owns=lambda shard: True, clock=clock)
     caplog.set_level(logging.WARNING, logger="gameserver.tick")
     await runner.tick()
     assert (await _updated(engine))[1] == T0 + 500

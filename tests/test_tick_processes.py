@@ -11,10 +11,11 @@ from sqlalchemy import func, select
 
 from common.clock import SYSTEM_CLOCK
 from common.settings import Settings
-from db.models import VillageStock
-from db.worldgen import VillageTemplate, generate_world
+from db.worldgen import generate_world
+from gameapi import PlaceTemplate
 from gameserver.leases import LeaseManager
 from gameserver.tick import TICK_LEASE_GROUP
+from refgame.resources import STOCKS
 from tests.queue.conftest import Servers, eventually, server_env
 
 pytestmark = pytest.mark.slow
@@ -27,13 +28,17 @@ def servers() -> Iterator[Servers]:
     running.stop_all()
 
 
-TEMPLATE = VillageTemplate(stock={"wood": 10}, rates={"wood": 3600})
+TEMPLATE = PlaceTemplate(
+    stock={"wood": 10}, rates={"wood": 3600}, caps={"warehouse": 800, "granary": 800}
+)
 
 
 async def test_shards_are_split_and_taken_over(
     settings: Settings, engine, redis: Redis, servers: Servers
 ) -> None:
-    await generate_world(engine, players=40, template=TEMPLATE, shards=4, map_radius=10)
+    await generate_world(
+        engine, stocks=STOCKS, players=40, template=TEMPLATE, shards=4, map_radius=10
+    )
     env = server_env(settings, TICK_SHARDS="4")
     first = servers.start(env)
     second = servers.start(env)
@@ -47,7 +52,7 @@ async def test_shards_are_split_and_taken_over(
 
     async def all_ticked_after(ms: int) -> bool:
         async with engine.connect() as conn:
-            oldest = (await conn.execute(select(func.min(VillageStock.updated_ms)))).scalar()
+            oldest = (await conn.execute(select(func.min(STOCKS.c.updated_ms)))).scalar()
         return oldest is not None and oldest > ms
 
     split_at = SYSTEM_CLOCK.now_ms()

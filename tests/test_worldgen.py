@@ -1,19 +1,37 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import func, select
 
 from common.amounts import SCALE
-from db.models import Building, Player, Troop, Village, VillageStock
-from db.worldgen import VillageTemplate, free_coordinates, generate_world
+from db.models import Player, Village
+from db.worldgen import free_coordinates, generate_world
+from gameapi import PlaceTemplate
+from refgame.models import Building, Troop
+from refgame.resources import STOCKS
 
-TEMPLATE = VillageTemplate(
-    buildings={"woodcutter": 1, "warehouse": 1},
-    troops={"spearman": 10},
+
+def _rows(village_id: int) -> dict[Any, list[dict[str, Any]]]:
+    """The game's own rows of a new village: two buildings and a troop."""
+    return {
+        Building.__table__: [
+            {"village_id": village_id, "kind": kind, "level": 1}
+            for kind in ("woodcutter", "warehouse")
+        ],
+        Troop.__table__: [
+            {"village_id": village_id, "home_village_id": village_id, "unit": "spearman",
+             "count": 10}
+        ],
+    }  # fmt: skip
+
+
+TEMPLATE = PlaceTemplate(
     stock={"wood": 500, "clay": 500, "iron": 500, "crop": 900},
     rates={"wood": 30, "clay": 30, "iron": 30, "crop": 20},
-    warehouse_cap=800,
-    granary_cap=800,
+    caps={"warehouse": 800, "granary": 800},
+    rows=_rows,
 )
 
 
@@ -25,6 +43,7 @@ async def _count(engine, model) -> int:
 async def test_generates_players_villages_and_their_rows(engine, settings) -> None:
     summary = await generate_world(
         engine,
+        stocks=STOCKS,
         players=40,
         villages_per_player=2,
         template=TEMPLATE,
@@ -35,11 +54,11 @@ async def test_generates_players_villages_and_their_rows(engine, settings) -> No
     assert (summary.players, summary.villages) == (40, 80)
     assert await _count(engine, Player) == 40
     assert await _count(engine, Village) == 80
-    assert await _count(engine, VillageStock) == 80
+    assert await _count(engine, STOCKS.table) == 80
     assert await _count(engine, Building) == 160
     assert await _count(engine, Troop) == 80
     async with engine.connect() as conn:
-        rows = (await conn.execute(select(VillageStock.__table__))).all()
+        rows = (await conn.execute(select(STOCKS.table))).all()
         coords = (await conn.execute(select(Village.x, Village.y))).all()
     assert all(r.shard == r.village_id % 4 for r in rows)
     assert {r.crop for r in rows} == {800 * SCALE}  # the start stock is capped by the granary
@@ -49,8 +68,12 @@ async def test_generates_players_villages_and_their_rows(engine, settings) -> No
 
 
 async def test_second_run_appends_without_collisions(engine) -> None:
-    await generate_world(engine, players=10, template=TEMPLATE, shards=4, map_radius=10, seed=2)
-    second = await generate_world(engine, players=10, template=TEMPLATE, shards=4, map_radius=10)
+    await generate_world(
+        engine, stocks=STOCKS, players=10, template=TEMPLATE, shards=4, map_radius=10, seed=2
+    )
+    second = await generate_world(
+        engine, stocks=STOCKS, players=10, template=TEMPLATE, shards=4, map_radius=10
+    )
     assert second.first_village_id == 11
     assert await _count(engine, Village) == 20
     async with engine.connect() as conn:
@@ -59,7 +82,9 @@ async def test_second_run_appends_without_collisions(engine) -> None:
 
 async def test_a_full_map_is_a_clear_error(engine) -> None:
     with pytest.raises(ValueError, match="raise MAP_RADIUS"):
-        await generate_world(engine, players=30, template=TEMPLATE, shards=4, map_radius=2)
+        await generate_world(
+            engine, stocks=STOCKS, players=30, template=TEMPLATE, shards=4, map_radius=2
+        )
     assert await _count(engine, Village) == 0
 
 

@@ -18,6 +18,7 @@ from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
 from webfront import (
+    admin,
     auth,
     clocksync,
     health,
@@ -119,6 +120,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         config.snapshot_cache_jitter,
         config.snapshot_builds,
         config.snapshot_batch,
+        app[GAME],
     )
     yield
     await app[snapshot.SNAPSHOTS].drain()
@@ -199,13 +201,14 @@ def create_app(
         [
             *clocksync.ENDPOINTS,
             *auth.ENDPOINTS,
-            *snapshot.ENDPOINTS,
+            *snapshot.endpoints(game),
             *mapview.ENDPOINTS,
             *reports.ENDPOINTS,
             *endpoints_for(game.commands, game.rule_errors),
             *query_endpoints(game.queries, game.rule_errors),
             *openapi.ENDPOINTS,
             *health.ENDPOINTS,
+            *admin.endpoints(settings.game),
             *client_endpoints(settings.game),
         ],
         metrics,

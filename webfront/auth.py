@@ -19,7 +19,9 @@ from typing import Any
 from aiohttp import web
 
 from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
+from gameapi.stocks import stocks_of
 from webfront import ratelimit
+from webfront.admin import bans
 from webfront.codec import respond
 from webfront.errors import ApiError, unauthorized
 from webfront.password_policy import weakness
@@ -34,6 +36,7 @@ from webfront.state import (
     GAME,
     HASH_POOL,
     LIMITER,
+    REDIS,
     SESSIONS,
     SETTINGS,
 )
@@ -69,8 +72,10 @@ async def authenticate(request: web.Request) -> int:
     token = token_from_headers(request.headers.get("Authorization"), request.headers.get("Cookie"))
     if token is None:
         raise unauthorized()
-    player_id = await request.app[SESSIONS].player_of(token_hash(token))
-    if player_id is None:
+    digest = token_hash(token)
+    player_id = await request.app[SESSIONS].player_of(digest)
+    if player_id is None:  # a session lost to a ban says so (403 banned)
+        await bans.refuse_if_marked(request.app[REDIS], request.app[SETTINGS].redis_prefix, digest)
         raise unauthorized("the session is unknown, expired or logged out; log in again")
     return player_id
 
@@ -131,7 +136,8 @@ async def register(request: web.Request) -> web.Response:
             request.app[ENGINE],
             name=body.name,
             password_hash=password_hash,
-            template=template,  # type: ignore[arg-type]  # PlaceTemplate: worldgen is next
+            template=template,
+            stocks=stocks_of(request.app[GAME]),  # type: ignore[arg-type]  # PlaceTemplate: worldgen is next
             shards=settings.tick_shards,
             map_radius=settings.map_radius,
             now_ms=request.app[CLOCK].now_ms(),
@@ -195,6 +201,10 @@ async def login(request: web.Request) -> web.Response:
         new_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
         await set_password_hash(engine, found.player_id, new_hash)
     session = await request.app[SESSIONS].create(found.player_id)
+    # checked after the session exists, so a ban committed meanwhile finds it or is seen here
+    if await bans.is_banned(engine, found.player_id):
+        await request.app[SESSIONS].revoke(token_hash(session.token))
+        raise bans.banned_error()
     return _session_response(request, session, found.name, None, 200)
 
 

@@ -31,6 +31,7 @@ from common.queue.work import Committed
 from db.engine import is_transaction_conflict
 from gameapi.places import NotYourPlace
 from gameapi.routes import CommandRoute
+from gameapi.stocks import stocks_of
 from webfront import idempotency, ratelimit
 from webfront.auth import authenticate
 from webfront.codec import respond
@@ -41,6 +42,7 @@ from webfront.state import (
     CONFIG,
     ENGINE,
     EVENT_KINDS,
+    GAME,
     IDS,
     LIMITER,
     LOCAL_CACHE,
@@ -93,12 +95,19 @@ def command_handler(
             if stored is not None:
                 return idempotency.replay(request, stored, digest)
         speed = app[SETTINGS].world_speed
+        stocks = stocks_of(app[GAME])
         for attempt in range(_CONFLICT_RETRIES):
             now = app[CLOCK].now_ms()
             try:
                 async with app[SESSION_FACTORY]() as session, session.begin():
                     tx = Tx(
-                        session, now, speed, app[IDS], kinds=app[EVENT_KINDS], player_id=player_id
+                        session,
+                        now,
+                        speed,
+                        app[IDS],
+                        kinds=app[EVENT_KINDS],
+                        player_id=player_id,
+                        stocks=stocks,
                     )
                     result = await route.handler(tx, player_id, body)
                     events = await add_durable_events(

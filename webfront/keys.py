@@ -18,6 +18,20 @@ REVOKED = b"-"  # a session key's value once revoked, or for a token known not t
 __all__ = ["REVOKED", "rate_limit", "session", "snapshot", "version_key", "version_prefix"]
 
 
+class JunkEntry(Exception):
+    """A session cache entry that is neither ``<player_id>:<expires_ms>`` nor revoked."""
+
+
+def decode_cached(value: bytes) -> tuple[int, int] | None:
+    """``(player_id, expires_ms)`` of a cached entry, None when revoked; JunkEntry else."""
+    if value == REVOKED:
+        return None
+    player, _, expires = value.partition(b":")
+    if not (player.isdigit() and expires.isdigit() and len(player) < 20 and len(expires) < 20):
+        raise JunkEntry
+    return int(player), int(expires)
+
+
 def session(prefix: str, token_hash: str) -> str:
     """Cached session: ``b"<player_id>:<expires_ms>"``, or ``b"-"`` once revoked or unknown."""
     return f"{prefix}:sess:{token_hash}"

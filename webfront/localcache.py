@@ -33,8 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from webfront.keys import REVOKED
-from webfront.sessions import JunkEntry, decode_cached
+from webfront.keys import REVOKED, JunkEntry, decode_cached
 
 
 class LocalCache:

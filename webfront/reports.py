@@ -1,7 +1,9 @@
 """``GET /api/reports`` (a page of one's own reports) and ``GET /api/reports/{id}``.
 
 Reading a report marks it read and bumps the player's snapshot version (the
-snapshot carries the unread count). Another player's report is 404, exactly
+snapshot carries the unread count). The reports are the game's table ``reports``,
+found through the loaded game (``Game.tables``); these routes stay here until a
+game's query routes can take a path id and write. Another player's report is 404, exactly
 like a report that does not exist.
 """
 
@@ -11,15 +13,14 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import Field
-from sqlalchemy import case, false, func, select, update
+from sqlalchemy import Table, case, false, func, select, update
 
 from common.snapshot_versions import bump_versions
-from db.models import Report
 from webfront.auth import authenticate
 from webfront.codec import respond
 from webfront.errors import not_found
 from webfront.routing import Endpoint
-from webfront.state import CLOCK, CONFIG, ENGINE, LOCAL_CACHE, REDIS, SETTINGS
+from webfront.state import CLOCK, CONFIG, ENGINE, GAME, LOCAL_CACHE, REDIS, SETTINGS
 from webfront.validation import Out, Query, path_id, read_query
 
 MAX_PAGE = 10_000
@@ -55,8 +56,20 @@ class ReportOut(Out):
     is_read: bool
 
 
+def _reports(request: web.Request) -> Table:
+    """The game's ``reports`` table (id, player_id, kind, title, body, created_ms,
+    is_read): the game keeps its players' reports; a game without one has none (404)."""
+    tables = request.app[GAME].tables
+    table = None if tables is None else tables.tables.get("reports")
+    if table is None:
+        raise not_found("report")
+    return table
+
+
 async def list_reports(request: web.Request) -> web.Response:
     player_id = await authenticate(request)
+    table = _reports(request)
+    Report = table.c
     query = read_query(request, ReportsQuery)
     per_page = min(query.per_page, request.app[CONFIG].reports_max_per_page)
     mine = Report.player_id == player_id
@@ -95,11 +108,13 @@ async def list_reports(request: web.Request) -> web.Response:
 
 async def get_report(request: web.Request) -> web.Response:
     player_id = await authenticate(request)
+    table = _reports(request)
+    Report = table.c
     report_id = path_id(request, "id", "report")
     mine = (Report.id == report_id) & (Report.player_id == player_id)
     async with request.app[ENGINE].begin() as conn:
         marked = await conn.execute(
-            update(Report).where(mine, Report.is_read == false()).values(is_read=True)
+            update(table).where(mine, Report.is_read == false()).values(is_read=True)
         )
         row = (
             await conn.execute(

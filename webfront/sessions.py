@@ -35,7 +35,7 @@ from common.clock import Clock
 from db.models import PlayerSession
 from webfront import keys
 from webfront.fastredis import FastRedis
-from webfront.keys import REVOKED
+from webfront.keys import REVOKED, JunkEntry, decode_cached
 
 if TYPE_CHECKING:
     from webfront.localcache import LocalCache
@@ -77,20 +77,6 @@ def token_from_headers(authorization: str | None, cookie_header: str | None) -> 
     if token is None or _TOKEN_RE.fullmatch(token) is None:
         return None
     return token
-
-
-class JunkEntry(Exception):
-    """A session cache entry that is neither ``<player_id>:<expires_ms>`` nor revoked."""
-
-
-def decode_cached(value: bytes) -> tuple[int, int] | None:
-    """``(player_id, expires_ms)`` of a cached entry, None when revoked; JunkEntry else."""
-    if value == REVOKED:
-        return None
-    player, _, expires = value.partition(b":")
-    if not (player.isdigit() and expires.isdigit() and len(player) < 20 and len(expires) < 20):
-        raise JunkEntry
-    return int(player), int(expires)
 
 
 def parse_cached(value: bytes, now_ms: int) -> int | None:

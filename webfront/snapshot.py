@@ -32,11 +32,11 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from multidict import CIMultiDict
-from pydantic import Field
+from pydantic import Field, create_model
 from redis.asyncio import Redis
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,6 +45,9 @@ from common.clock import Clock
 from common.settings import Settings
 from common.snapshot_versions import version_key
 from db.engine import create_engine
+from gameapi.game import Game, SnapshotPart
+from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
@@ -52,10 +55,10 @@ from webfront.fastredis import FastRedis, Script
 from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
 from webfront.sessions import SessionStore, token_from_headers, token_hash
+from webfront.snapshot_build import builder_of, use_game
 from webfront.snapshot_reads import SnapshotReads
 from webfront.validation import Out
 
-RESOURCES = ("wood", "clay", "iron", "crop")
 _SCRIPT = Script((Path(__file__).parent / "snapshot_poll.lua").read_text())
 log = logging.getLogger("webfront")
 _jitter = random.Random()  # its own generator: the global one may be seeded by others (tests)
@@ -68,81 +71,85 @@ _NO_SESSION = "the session is unknown, expired or logged out; log in again"
 class ResourceOut(Out):
     units: int = Field(description="whole units at updated_ms (fixed // scale)")
     fixed: int = Field(description="exact stock at updated_ms in fixed-point units")
-    rate_per_hour: int = Field(description="whole units per hour; crop may be negative")
+    rate_per_hour: int = Field(
+        description="whole units per hour; negative only for a resource that may decline"
+    )
     cap: int = Field(description="storage cap in whole units")
 
 
-class StocksOut(Out):
+class StocksBase(Out):
     updated_ms: int
     scale: int = Field(description="fixed-point units per resource unit")
-    wood: ResourceOut
-    clay: ResourceOut
-    iron: ResourceOut
-    crop: ResourceOut
+
+    if TYPE_CHECKING:  # the fields of the game's resources (stocks_model)
+
+        def __getattr__(self, name: str) -> ResourceOut: ...
 
 
-class BuildOrderOut(Out):
-    id: int
-    kind: str
-    target_level: int
-    started_ms: int
-    done_ms: int
-
-
-class TrainingOrderOut(Out):
-    id: int
-    unit: str
-    count: int
-    started_ms: int
-    done_ms: int
-
-
-class TroopsAtOut(Out):
-    village_id: int = Field(description="the other village (where they stand, or their home)")
-    unit: str
-    count: int
-
-
-class PlaceOut(Out):
-    id: int
-    x: int | None
-    y: int | None
-    name: str | None
-
-
-class MarchOut(Out):
-    id: int
-    kind: str = Field(description="attack, raid, reinforce or return")
-    origin: PlaceOut
-    target: PlaceOut
-    depart_ms: int
-    arrive_ms: int
-    troops: dict[str, int] | None = Field(description="null on marches of another player")
-    loot: dict[str, int] | None = Field(description="null on marches of another player")
-
-
-class VillageOut(Out):
+class VillageBase(Out):
     id: int
     name: str
     x: int
     y: int
-    stocks: StocksOut
-    buildings: dict[str, int]
-    build_queue: list[BuildOrderOut]
-    troops: dict[str, int] = Field(description="own troops at home")
-    reinforcements: list[TroopsAtOut] = Field(description="other villages' troops standing here")
-    troops_away: list[TroopsAtOut] = Field(description="own troops standing in other villages")
-    training_queue: list[TrainingOrderOut]
-    marches_out: list[MarchOut]
-    marches_in: list[MarchOut]
+    stocks: StocksBase
+
+    if TYPE_CHECKING:  # the game's snapshot parts (snapshot_model)
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
-class SnapshotOut(Out):
+class SnapshotBase(Out):
     server_time_ms: int
     player_id: int
     name: str
-    unread_reports: int
-    villages: list[VillageOut]
+    villages: list[VillageBase]
+
+    if TYPE_CHECKING:  # the game's parts of the player (snapshot_model)
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def _part_type(part: SnapshotPart) -> Any:
+    model = Any if part.model is None else part.model
+    if part.shape == "list":
+        return list[model]  # type: ignore[valid-type]
+    if part.shape == "map":
+        return dict[str, model]  # type: ignore[valid-type]
+    return model
+
+
+_MODELS: dict[int, tuple[Game, type[SnapshotBase]]] = {}  # by id: a Game is not hashable
+
+
+def snapshot_model(game: Game) -> type[SnapshotBase]:
+    """``GET /api/snapshot``'s answer for ``game``: its resources and its snapshot parts."""
+    found = _MODELS.get(id(game))
+    if found is None or found[0] is not game:
+        found = _MODELS[id(game)] = (game, _snapshot_model(game))
+    return found[1]
+
+
+def _snapshot_model(game: Game) -> type[SnapshotBase]:
+    stocks = stocks_of(game)
+    resources: dict[str, Any] = {n: (ResourceOut, ...) for n in stocks.names}
+    stocks_out: Any = create_model("StocksOut", __base__=StocksBase, **resources)
+    builder = builder_of(game)
+    place: dict[str, Any] = {"stocks": (stocks_out, ...)}
+    player: dict[str, Any] = {}
+    for part in game.snapshot_parts:
+        fields = player if part.key in builder.player_keys else place
+        fields.setdefault(part.key, (_part_type(part), ...))
+    village_out: Any = create_model("VillageOut", __base__=VillageBase, **place)
+    player["villages"] = (list[village_out], ...)
+    return create_model("SnapshotOut", __base__=SnapshotBase, **player)
+
+
+def __getattr__(name: str) -> Any:
+    """``SnapshotOut``: the answer of the default game (``GAME``'s default), for tests and
+    documentation of this module; a served app documents the game it loaded."""
+    if name == "SnapshotOut":
+        return snapshot_model(load_game(Settings.model_fields["game"].default))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- serving
@@ -161,6 +168,7 @@ class SnapshotService:
     cache_jitter: float = 0.25
     max_builds: int = 4
     max_batch: int = 64
+    game: Game | None = None  # whose snapshot (None: the process's, see snapshot_build.use_game)
 
     # builds in progress in this process: concurrent polls of one version wait for one build
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
@@ -170,7 +178,8 @@ class SnapshotService:
     writes: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        reads = SnapshotReads(self.engine, self.max_builds, self.max_batch)
+        builder = None if self.game is None else use_game(self.game)
+        reads = SnapshotReads(self.engine, self.max_builds, self.max_batch, builder)
         object.__setattr__(self, "reads", reads)
 
     def body_ttl_ms(self) -> int:
@@ -334,14 +343,15 @@ async def _poll_redis(
     return _full(body, f'"{version}"', packed, clock.now_ms())
 
 
-ENDPOINTS = [
-    Endpoint(
-        "GET",
-        "/api/snapshot",
-        snapshot,
-        "The player's villages, queues, troops, marches and unread reports count",
-        "game",
-        response=SnapshotOut,
-        etag=True,
-    ),
-]
+def endpoints(game: Game) -> list[Endpoint]:
+    return [
+        Endpoint(
+            "GET",
+            "/api/snapshot",
+            snapshot,
+            "The player's villages with their stocks and the game's parts of them",
+            "game",
+            response=snapshot_model(game),
+            etag=True,
+        ),
+    ]

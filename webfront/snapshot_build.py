@@ -1,26 +1,30 @@
 """``build_snapshots``: the whole snapshots of a batch of players from ONE SQL statement.
 
-The parts of a snapshot (the player, villages with stocks, buildings, build and
-training queues, troops, marches) are read by one ``UNION ALL`` whose rows
-share a generic layout: ``owner`` is the player the row is for, ``part`` says
-which table it comes from, and ``i1..i14`` (integers), ``s1..s3`` (strings) and
-``j1, j2`` (JSON) carry its columns. A batch costs one round trip and one
-executor start however many players it holds: when many players change at once
-(a batch of events), their polls are answered by a few statements, not one each
-(``webfront.snapshot_reads``). One statement is one round trip, and one consistent view of the
-data: separate statements would each wait for the event loop in turn (a loaded
-web process runs a full iteration, milliseconds, between two of them) and could
-each see a different commit. It is built once, with the player ids as one bound
-parameter (an array on PostgreSQL, a JSON array on SQLite), so its compiled form
-is cached too. On SQLite it runs in one hop to
-aiosqlite's thread (``_sqlite_rows``), on PostgreSQL straight on asyncpg
+The parts of a snapshot are the framework's (the player, their villages with
+stocks, columns built from the game's ``Stocks``) and the game's
+(``Game.snapshot_parts``: buildings, queues, troops, marches, unread reports for
+the reference game). They are read by one ``UNION ALL`` whose rows share a generic
+layout: ``owner`` is the player the row is for, ``part`` says which part it comes
+from, and ``i1..iN`` (integers), ``s1..sM`` (strings) and ``j1..jK`` (JSON) carry
+its columns; a game part's columns go to the slots of their type, in order. A batch
+costs one round trip and one executor start however many players it holds: when
+many players change at once (a batch of events), their polls are answered by a few
+statements, not one each (``webfront.snapshot_reads``). One statement is one round
+trip, and one consistent view of the data: separate statements would each wait for
+the event loop in turn (a loaded web process runs a full iteration, milliseconds,
+between two of them) and could each see a different commit. It is built once per
+game, with the player ids as one bound parameter (an array on PostgreSQL, a JSON
+array on SQLite), so its compiled form is cached too. On SQLite it runs in one hop
+to aiosqlite's thread (``_sqlite_rows``), on PostgreSQL straight on asyncpg
 (``_asyncpg_rows``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -32,8 +36,6 @@ from sqlalchemy import (
     String,
     bindparam,
     cast,
-    false,
-    func,
     literal_column,
     null,
     select,
@@ -44,49 +46,30 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import QueryableAttribute, aliased
+from sqlalchemy.sql import sqltypes
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from common.amounts import SCALE
-from db.models import (
-    Building,
-    BuildOrder,
-    March,
-    Player,
-    Report,
-    TrainingOrder,
-    Troop,
-    Village,
-    VillageStock,
-)
+from db.models import Player, Village
+from db.stock import Stocks
+from gameapi.game import Game, SnapshotPart
+from gameapi.stocks import stocks_of
 
-_INTS, _STRS, _JSONS = 14, 3, 2
 Column = ColumnElement[Any] | QueryableAttribute[Any]
-HEAD, VILLAGE, BUILDING, BUILD_ORDER, TRAINING, TROOPS, MARCH = range(7)
+HEAD, VILLAGE, FIRST_GAME_PART = 0, 1, 2
+SHAPES = ("list", "map", "value")
+_KINDS = ("i", "s", "j")
 
 
-def _part(
-    owner: Column,
-    part: int,
-    ints: Sequence[Any] = (),
-    strs: Sequence[Any] = (),
-    jsons: Sequence[Any] = (),
-) -> list[ColumnElement[Any]]:
-    """The generic columns of one part; a missing or None column is a typed NULL."""
-
-    def pad(values: Sequence[Any], size: int, type_: Any, name: str) -> list[ColumnElement[Any]]:
-        out = list(values) + [None] * (size - len(values))
-        return [
-            (cast(null(), type_) if v is None else v).label(f"{name}{n + 1}")
-            for n, v in enumerate(out)
-        ]
-
-    return [
-        owner.label("owner"),
-        literal_column(str(part), Integer).label("part"),
-        *pad(ints, _INTS, BigInteger, "i"),
-        *pad(strs, _STRS, String, "s"),
-        *pad(jsons, _JSONS, JSON, "j"),
-    ]
+def _kind(type_: Any) -> str:
+    """The slot kind of a column type: integer, string or JSON."""
+    if isinstance(type_, sqltypes.Integer):
+        return "i"
+    if isinstance(type_, sqltypes.String):
+        return "s"
+    if isinstance(type_, sqltypes.JSON):
+        return "j"
+    raise TypeError(f"a snapshot part's columns are integers, strings or JSON, not {type_!r}")
 
 
 class _Batch(ColumnElement[bool]):
@@ -94,7 +77,7 @@ class _Batch(ColumnElement[bool]):
     PostgreSQL, a JSON array (text) elsewhere (SQLite has no arrays)."""
 
     # no Boolean type: SQLite's compiler would add "= 1", and SQLite then uses no index
-    inherit_cache = False  # compiled once per dialect below (_compiled)
+    inherit_cache = False  # compiled once per dialect (SnapshotBuilder.compiled)
 
     def __init__(self, column: Column) -> None:
         self.column = column
@@ -112,165 +95,280 @@ def _batch_array(element: _Batch, compiler: Any, **kw: Any) -> str:
     return f"{compiler.process(element.column, **kw)} = ANY({ids})"
 
 
-def _statement() -> Select[Any]:
-    # Every part filters the batch on an indexed player id of its own, so the database
-    # drives each part from the batch's ids through indexes (a test reads SQLite's plan).
-    unread = (
-        select(func.count())
-        .where(Report.player_id == Player.id, Report.is_read == false())
-        .scalar_subquery()
-    )
-    s = VillageStock
-    # ``v``: the owner's village of a row; ``other``: the far end of a troop row, which may
-    # be the owner's too (such rows come once, from the first of the two troop parts)
-    v, other = aliased(Village), aliased(Village)
-    origin, target = aliased(Village), aliased(Village)
-    owner = v.player_id
-    in_batch = _Batch(v.player_id)
-    # Sorted by (owner, part, i1, i2, s1): each part puts its sort keys there.
-    parts = [
-        select(*_part(Player.id, HEAD, [unread], [Player.name])).where(_Batch(Player.id)),
-        select(
-            *_part(
-                owner,
-                VILLAGE,
-                [
-                    v.id,
-                    v.x,
-                    v.y,
-                    s.updated_ms,
-                    s.wood,
-                    s.clay,
-                    s.iron,
-                    s.crop,
-                    s.wood_rate,
-                    s.clay_rate,
-                    s.iron_rate,
-                    s.crop_rate,
-                    s.warehouse_cap,
-                    s.granary_cap,
-                ],
-                [v.name],
-            )
-        )
-        .join_from(v, s, s.village_id == v.id)
-        .where(in_batch),
-        select(
-            *_part(owner, BUILDING, [Building.village_id, None, Building.level], [Building.kind])
-        )
-        .join_from(v, Building, Building.village_id == v.id)
-        .where(in_batch),
-        select(
-            *_part(
-                owner,
-                BUILD_ORDER,
-                [
-                    BuildOrder.done_ms,
-                    BuildOrder.id,
-                    BuildOrder.village_id,
-                    BuildOrder.target_level,
-                    BuildOrder.started_ms,
-                ],
-                [BuildOrder.kind],
-            )
-        )
-        .join_from(v, BuildOrder, BuildOrder.village_id == v.id)
-        .where(in_batch),
-        select(
-            *_part(
-                owner,
-                TRAINING,
-                [
-                    TrainingOrder.done_ms,
-                    TrainingOrder.id,
-                    TrainingOrder.village_id,
-                    TrainingOrder.count,
-                    TrainingOrder.started_ms,
-                ],
-                [TrainingOrder.unit],
-            )
-        )
-        .join_from(v, TrainingOrder, TrainingOrder.village_id == v.id)
-        .where(in_batch),
-        # troops standing in the owner's villages (at home, or reinforcements)...
-        select(
-            *_part(
-                owner, TROOPS, [Troop.village_id, Troop.home_village_id, Troop.count], [Troop.unit]
-            )
-        )
-        .join_from(v, Troop, Troop.village_id == v.id)
-        .where(in_batch, Troop.count > 0),
-        # ... and the owner's troops standing in other players' villages
-        select(
-            *_part(
-                owner, TROOPS, [Troop.village_id, Troop.home_village_id, Troop.count], [Troop.unit]
-            )
-        )
-        .join_from(v, Troop, Troop.home_village_id == v.id)
-        .join(other, other.id == Troop.village_id)
-        .where(in_batch, Troop.count > 0, other.player_id.is_distinct_from(owner)),
-    ]
-    march_columns = (
-        [
-            March.arrive_ms,
-            March.id,
-            March.origin_village_id,
-            March.target_village_id,
-            March.depart_ms,
-            origin.x,
-            origin.y,
-            target.x,
-            target.y,
-        ],
-        [March.kind, origin.name, target.name],
-        [March.troops, March.loot],
-    )
-    parts += [
-        # marches from the owner's villages...
-        select(*_part(origin.player_id, MARCH, *march_columns))
-        .join_from(origin, March, March.origin_village_id == origin.id)
-        .outerjoin(target, target.id == March.target_village_id)
-        .where(_Batch(origin.player_id)),
-        # ... and marches to them from anyone else's
-        select(*_part(target.player_id, MARCH, *march_columns))
-        .join_from(target, March, March.target_village_id == target.id)
-        .outerjoin(origin, origin.id == March.origin_village_id)
-        .where(_Batch(target.player_id), origin.player_id.is_distinct_from(target.player_id)),
-    ]
-    rows = union_all(*parts).subquery("parts")
-    return select(rows).order_by(rows.c.owner, rows.c.part, rows.c.i1, rows.c.i2, rows.c.s1)
+@dataclass(frozen=True)
+class _Part:
+    """A game part in the union: where each of its columns sits in the generic row."""
+
+    spec: SnapshotPart
+    per_player: bool  # its first column is player_id (else place_id)
+    names: tuple[str, ...]  # its columns after the first
+    slots: tuple[int, ...]  # each one's position in the generic row
+    sortable: tuple[int, ...]  # positions (in names) of the integer and string columns
+
+    def row(self, generic: Sequence[Any]) -> list[Any]:
+        return [generic[n] for n in self.slots]
+
+    def sort_key(self, values: Sequence[Any]) -> tuple[tuple[bool, Any], ...]:
+        return tuple((values[n] is None, values[n]) for n in self.sortable)
 
 
-SNAPSHOT_STATEMENT = _statement()
+class SnapshotBuilder:
+    """The one snapshot statement of a game and the code that turns its rows into JSON."""
 
+    def __init__(self, stocks: Stocks, parts: Sequence[SnapshotPart] = ()) -> None:
+        self.stocks = stocks
+        # a village row: id, x, y, updated_ms, then the resource, rate and cap columns
+        self.stock_columns = list(stocks.table.c)[3:]
+        self.parts: list[_Part] = []
+        self.place_keys: dict[str, str] = {}  # key -> shape, in the order declared
+        self.player_keys: dict[str, str] = {}
+        layouts = [self._layout(spec) for spec in parts]
+        self.widths = {
+            kind: max([minimum, *(sum(1 for k in kinds if k == kind) + (kind == "i")
+                                  for _, _, kinds in layouts)])
+            for kind, minimum in (("i", 4 + len(self.stock_columns)), ("s", 1), ("j", 0))
+        }  # fmt: skip
+        selects = []
+        for number, (spec, sub, kinds) in enumerate(layouts, FIRST_GAME_PART):
+            seen = {"i": 1, "s": 0, "j": 0}  # i1 is the place or the player
+            positions = []
+            for kind in kinds:
+                positions.append(self._position(kind, seen[kind]))
+                seen[kind] += 1
+            columns = list(sub.c)
+            self.parts.append(
+                _Part(
+                    spec,
+                    columns[0].key == "player_id",
+                    tuple(c.key for c in columns[1:]),
+                    tuple(positions),
+                    tuple(n for n, k in enumerate(kinds) if k != "j"),
+                )
+            )
+            selects.append(self._select(sub, kinds, number))
+        self.statement = self._statement(selects)
+        self._compiled: dict[Dialect, SQLCompiler] = {}
 
-def _village(i: Sequence[Any], name: str) -> dict[str, Any]:
-    village_id, x, y, updated_ms = i[0], i[1], i[2], i[3]
-    stocks: dict[str, Any] = {"updated_ms": updated_ms, "scale": SCALE}
-    for n, res in enumerate(("wood", "clay", "iron", "crop")):
-        fixed, rate = i[4 + n], i[8 + n]
-        cap = i[13] if res == "crop" else i[12]
-        stocks[res] = {
-            "units": fixed // SCALE,
-            "fixed": fixed,
-            "rate_per_hour": rate,
-            "cap": cap // SCALE,
+    # ---- the statement
+
+    def _layout(self, spec: SnapshotPart) -> tuple[SnapshotPart, Any, list[str]]:
+        """Check a part; its query as a subquery and the slot kind of each column after the
+        first."""
+        if spec.shape not in SHAPES:
+            raise ValueError(f"snapshot part {spec.key!r}: shape {spec.shape!r} not in {SHAPES}")
+        sub = spec.query().subquery()
+        columns = list(sub.c)
+        first = columns[0].key
+        if first not in ("place_id", "player_id"):
+            raise ValueError(
+                f"snapshot part {spec.key!r}: the first column must be labelled place_id "
+                f"or player_id, not {first!r}"
+            )
+        wanted = {"map": 3, "value": 2}.get(spec.shape)
+        if wanted is not None and len(columns) != wanted:
+            raise ValueError(
+                f"snapshot part {spec.key!r}: a {spec.shape} has {wanted - 1} column(s) "
+                "after the first"
+            )
+        keys = self.player_keys if first == "player_id" else self.place_keys
+        if keys.setdefault(spec.key, spec.shape) != spec.shape:
+            raise ValueError(f"snapshot parts {spec.key!r} differ in shape")
+        return spec, sub, [_kind(column.type) for column in columns[1:]]
+
+    def _columns(
+        self,
+        owner: Column,
+        part: int,
+        ints: Sequence[Any] = (),
+        strs: Sequence[Any] = (),
+        jsons: Sequence[Any] = (),
+    ) -> list[ColumnElement[Any]]:
+        """The generic columns of one part; a missing or None column is a typed NULL."""
+
+        def pad(values: Sequence[Any], size: int, type_: Any, name: str) -> list[Any]:
+            out = list(values) + [None] * (size - len(values))
+            return [
+                (cast(null(), type_) if v is None else v).label(f"{name}{n + 1}")
+                for n, v in enumerate(out)
+            ]
+
+        return [
+            owner.label("owner"),
+            literal_column(str(part), Integer).label("part"),
+            *pad(ints, self.widths["i"], BigInteger, "i"),
+            *pad(strs, self.widths["s"], String, "s"),
+            *pad(jsons, self.widths["j"], JSON, "j"),
+        ]
+
+    def _position(self, kind: str, index: int) -> int:
+        """Where slot ``kind`` number ``index`` sits in a generic row."""
+        offset = {"i": 2, "s": 2 + self.widths["i"], "j": 2 + self.widths["i"] + self.widths["s"]}
+        return offset[kind] + index
+
+    def _select(self, sub: Any, kinds: list[str], part: int) -> Select[Any]:
+        """A game part's rows in the generic layout, for the batch's players."""
+        columns = list(sub.c)
+        typed: dict[str, list[Any]] = {"i": [columns[0]], "s": [], "j": []}
+        for column, kind in zip(columns[1:], kinds, strict=True):
+            typed[kind].append(column)
+        if columns[0].key == "player_id":
+            return select(
+                *self._columns(columns[0], part, typed["i"], typed["s"], typed["j"])
+            ).where(_Batch(columns[0]))
+        v = aliased(Village)
+        return (
+            select(*self._columns(v.player_id, part, typed["i"], typed["s"], typed["j"]))
+            .join_from(v, sub, columns[0] == v.id)
+            .where(_Batch(v.player_id))
+        )
+
+    def _statement(self, selects: list[Select[Any]]) -> Select[Any]:
+        # Every part filters the batch on an indexed player id of its own, so the database
+        # drives each part from the batch's ids through indexes (a test reads SQLite's plan).
+        v = aliased(Village)
+        s = self.stocks.table
+        parts = [
+            select(*self._columns(Player.id, HEAD, [], [Player.name])).where(_Batch(Player.id)),
+            select(
+                *self._columns(
+                    v.player_id, VILLAGE, [v.id, v.x, v.y, s.c.updated_ms, *self.stock_columns],
+                    [v.name],
+                )
+            )
+            .join_from(v, s, s.c.village_id == v.id)
+            .where(_Batch(v.player_id)),
+            *selects,
+        ]  # fmt: skip
+        rows = union_all(*parts).subquery("parts")
+        return select(rows).order_by(rows.c.owner, rows.c.part, rows.c.i1)
+
+    def compiled(self, dialect: Dialect) -> SQLCompiler:
+        compiled = self._compiled.get(dialect)
+        if compiled is None:
+            compiled = self.statement.compile(dialect=dialect)
+            assert isinstance(compiled, SQLCompiler)
+            self._compiled[dialect] = compiled
+        return compiled
+
+    # ---- the rows
+
+    def snapshots(self, rows: Sequence[Sequence[Any]]) -> dict[int, dict[str, Any]]:
+        """The snapshots in ``rows`` (grouped by owner, the HEAD row of each first)."""
+        snapshots: dict[int, dict[str, Any]] = {}
+        start = 0
+        for end in range(1, len(rows) + 1):
+            if end == len(rows) or rows[end][0] != rows[start][0]:
+                if rows[start][1] == HEAD:
+                    snapshots[rows[start][0]] = self._snapshot(rows[start][0], rows[start:end])
+                start = end
+        return snapshots
+
+    def _village(self, row: Sequence[Any]) -> dict[str, Any]:
+        i = row[2 : 2 + self.widths["i"]]
+        stocks: dict[str, Any] = {"updated_ms": i[3], "scale": SCALE}
+        names, n_res = self.stocks.names, len(self.stocks.names)
+        caps = dict(zip(self.stocks.caps, i[4 + 2 * n_res :], strict=False))
+        for n, res in enumerate(names):
+            fixed, rate, cap = i[4 + n], i[4 + n_res + n], caps[self.stocks.cap_of[res]]
+            stocks[res] = {
+                "units": fixed // SCALE,
+                "fixed": fixed,
+                "rate_per_hour": rate,
+                "cap": cap // SCALE,
+            }
+        village = {"id": i[0], "name": row[2 + self.widths["i"]], "x": i[1], "y": i[2],
+                   "stocks": stocks}  # fmt: skip
+        for key, shape in self.place_keys.items():
+            village[key] = _empty(shape)
+        return village
+
+    def _snapshot(self, player_id: int, owned: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        head = owned[0]
+        own: dict[str, Any] = {key: _empty(shape) for key, shape in self.player_keys.items()}
+        villages: dict[int, dict[str, Any]] = {}
+        # (holder, key) -> [(sort key, part, values)]: rows of one list or map, sorted once
+        pending: dict[tuple[int | None, str], list[tuple[Any, _Part, list[Any]]]] = {}
+        for row in owned[1:]:
+            number = row[1]
+            if number == VILLAGE:
+                villages[row[2]] = self._village(row)
+                continue
+            part = self.parts[number - FIRST_GAME_PART]
+            values = part.row(row)
+            holder = None if part.per_player else row[2]
+            pending.setdefault((holder, part.spec.key), []).append(
+                (part.sort_key(values), part, values)
+            )
+        for (holder, key), found in pending.items():
+            target = own if holder is None else villages.get(holder)
+            if target is None:
+                continue
+            found.sort(key=lambda item: item[0])
+            target[key] = _fill(target[key], found, player_id)
+        return {
+            "player_id": player_id,
+            "name": head[2 + self.widths["i"]],
+            **own,
+            "villages": list(villages.values()),
         }
-    return {
-        "id": village_id,
-        "name": name,
-        "x": x,
-        "y": y,
-        "stocks": stocks,
-        "buildings": {},
-        "build_queue": [],
-        "troops": {},
-        "reinforcements": [],
-        "troops_away": [],
-        "training_queue": [],
-        "marches_out": [],
-        "marches_in": [],
-    }
+
+
+def _empty(shape: str) -> Any:
+    return [] if shape == "list" else {} if shape == "map" else None
+
+
+def _fill(current: Any, found: list[tuple[Any, _Part, list[Any]]], viewer_id: int) -> Any:
+    """A list's, map's or value's content from its sorted rows."""
+    _, first, _ = found[0]
+    shape = first.spec.shape
+    if shape == "value":
+        return found[0][2][0]
+    if shape == "map":
+        return {values[0]: values[1] for _, _, values in found}
+    out = list(current)
+    for _, part, values in found:
+        item: dict[str, Any] | None = dict(zip(part.names, values, strict=True))
+        if part.spec.view is not None:
+            item = part.spec.view(item, viewer_id)  # type: ignore[arg-type]
+        if item is not None:
+            out.append(item)
+    return out
+
+
+# ---- the builder of the game this process runs
+
+
+_BUILDERS: dict[int, tuple[Game, SnapshotBuilder]] = {}  # by id: a Game is not hashable
+
+
+def builder_of(game: Game) -> SnapshotBuilder:
+    """The snapshot statement of ``game`` (built once per game)."""
+    found = _BUILDERS.get(id(game))
+    if found is None or found[0] is not game:
+        found = _BUILDERS[id(game)] = (game, SnapshotBuilder(stocks_of(game), game.snapshot_parts))
+    return found[1]
+
+
+# The builder ``build_snapshots`` uses: set by ``SnapshotReads`` for its reads (and by
+# ``use_game`` for a whole process), so a caller needs no more than a connection.
+CURRENT: contextvars.ContextVar[SnapshotBuilder | None] = contextvars.ContextVar(
+    "snapshot_builder", default=None
+)
+_PROCESS: list[SnapshotBuilder] = []
+
+
+def use_game(game: Game) -> SnapshotBuilder:
+    """Make ``game`` the one whose snapshots this process builds (the web app does)."""
+    builder = builder_of(game)
+    _PROCESS[:] = [builder]
+    return builder
+
+
+def current_builder() -> SnapshotBuilder:
+    builder = CURRENT.get() or (_PROCESS[0] if _PROCESS else None)
+    if builder is None:
+        raise RuntimeError("no game's snapshot is configured (webfront.snapshot_build.use_game)")
+    return builder
 
 
 async def build_snapshots(
@@ -278,72 +376,19 @@ async def build_snapshots(
 ) -> dict[int, dict[str, Any]]:
     """The snapshots (without ``server_time_ms``) of the players that exist among
     ``player_ids`` (a deleted player whose session outlived them has none)."""
+    builder = current_builder()
     ids = sorted(set(player_ids))
     if conn.dialect.name == "sqlite":
-        rows = await _sqlite_rows(conn, ids)
+        rows = await _sqlite_rows(builder, conn, ids)
     elif conn.dialect.driver == "asyncpg":
-        rows = await _asyncpg_rows(conn, ids)
+        rows = await _asyncpg_rows(builder, conn, ids)
     else:
-        rows = (
-            await conn.execute(SNAPSHOT_STATEMENT, {"ids": _ids_value(conn.dialect, ids)})
-        ).all()
-    snapshots: dict[int, dict[str, Any]] = {}
-    start = 0
-    for end in range(1, len(rows) + 1):  # rows come grouped by owner, its HEAD row first
-        if end == len(rows) or rows[end][0] != rows[start][0]:
-            if rows[start][1] == HEAD:
-                snapshots[rows[start][0]] = _snapshot(rows[start][0], rows[start:end])
-            start = end
-    return snapshots
-
-
-def _snapshot(player_id: int, owned: Sequence[Sequence[Any]]) -> dict[str, Any]:
-    """One player's snapshot from its rows (``owner, part, i.., s.., j..``), HEAD first."""
-    head = owned[0]
-    villages: dict[int, dict[str, Any]] = {}
-    for row in owned[1:]:
-        part = row[1]
-        i, s, j = row[2 : 2 + _INTS], row[2 + _INTS : 2 + _INTS + _STRS], row[-_JSONS:]
-        if part == VILLAGE:
-            villages[i[0]] = _village(i, s[0])
-        elif part == BUILDING:
-            villages[i[0]]["buildings"][s[0]] = i[2]
-        elif part == BUILD_ORDER:
-            villages[i[2]]["build_queue"].append(
-                {
-                    "id": i[1],
-                    "kind": s[0],
-                    "target_level": i[3],
-                    "started_ms": i[4],
-                    "done_ms": i[0],
-                }
-            )
-        elif part == TRAINING:
-            villages[i[2]]["training_queue"].append(
-                {"id": i[1], "unit": s[0], "count": i[3], "started_ms": i[4], "done_ms": i[0]}
-            )
-        elif part == TROOPS:
-            _add_troops(villages, i[0], i[1], s[0], i[2])
-        elif part == MARCH:
-            _add_march(villages, i, s, j)
-    return {
-        "player_id": player_id,
-        "name": head[2 + _INTS],
-        "unread_reports": int(head[2]),
-        "villages": list(villages.values()),
-    }
-
-
-_COMPILED: dict[Dialect, SQLCompiler] = {}
+        rows = (await conn.execute(builder.statement, {"ids": _ids_value(conn.dialect, ids)})).all()
+    return builder.snapshots(rows)
 
 
 def _compiled(dialect: Dialect) -> SQLCompiler:
-    compiled = _COMPILED.get(dialect)
-    if compiled is None:
-        compiled = SNAPSHOT_STATEMENT.compile(dialect=dialect)
-        assert isinstance(compiled, SQLCompiler)
-        _COMPILED[dialect] = compiled
-    return compiled
+    return current_builder().compiled(dialect)
 
 
 def _ids_value(dialect: Dialect, ids: Sequence[int]) -> Any:
@@ -356,25 +401,32 @@ def _params(compiled: SQLCompiler, dialect: Dialect, ids: Sequence[int]) -> tupl
     return tuple(values[name] for name in compiled.positiontup or ())
 
 
-async def _sqlite_rows(conn: AsyncConnection, ids: Sequence[int]) -> Sequence[Sequence[Any]]:
+async def _sqlite_rows(
+    builder: SnapshotBuilder, conn: AsyncConnection, ids: Sequence[int]
+) -> Sequence[Sequence[Any]]:
     """The statement's rows in ONE hop to aiosqlite's thread and back.
 
     aiosqlite runs every DBAPI call in its thread; SQLAlchemy makes four per statement
     (cursor, execute, fetch, close), and each hop back waits for a loaded event loop.
     ``execute_fetchall`` is one. Only the JSON columns need decoding.
     """
-    compiled = _compiled(conn.dialect)
+    compiled = builder.compiled(conn.dialect)
     raw = await conn.get_raw_connection()
     rows = await raw.driver_connection.execute_fetchall(  # type: ignore[union-attr]
         compiled.string, _params(compiled, conn.dialect, ids)
     )
+    jsons = builder.widths["j"]
+    if not jsons:
+        return list(rows)
     loads = getattr(conn.dialect, "_json_deserializer", None) or json.loads
     return [
-        (*row[:-_JSONS], *(None if v is None else loads(v) for v in row[-_JSONS:])) for row in rows
+        (*row[:-jsons], *(None if v is None else loads(v) for v in row[-jsons:])) for row in rows
     ]
 
 
-async def _asyncpg_rows(conn: AsyncConnection, ids: Sequence[int]) -> Sequence[Sequence[Any]]:
+async def _asyncpg_rows(
+    builder: SnapshotBuilder, conn: AsyncConnection, ids: Sequence[int]
+) -> Sequence[Sequence[Any]]:
     """The statement's rows straight from asyncpg (its own prepared-statement cache; JSON is
     decoded by the codec SQLAlchemy installed): a fraction of the CPU of SQLAlchemy's
     execution and result layers, which a burst of builds waits behind.
@@ -383,58 +435,11 @@ async def _asyncpg_rows(conn: AsyncConnection, ids: Sequence[int]) -> Sequence[S
     error into a ``DBAPIError`` and invalidates a connection the server dropped (so the
     caller's one retry gets a new one).
     """
-    compiled = _compiled(conn.dialect)
+    compiled = builder.compiled(conn.dialect)
     raw = await conn.get_raw_connection()
     try:
         return await raw.driver_connection.fetch(  # type: ignore[union-attr,no-any-return]
             compiled.string, *_params(compiled, conn.dialect, ids)
         )
     except Exception:
-        return (
-            await conn.execute(SNAPSHOT_STATEMENT, {"ids": _ids_value(conn.dialect, ids)})
-        ).all()
-
-
-def _add_troops(
-    villages: dict[int, dict[str, Any]], village_id: int, home_id: int, unit: str, count: int
-) -> None:
-    if village_id == home_id:
-        villages[village_id]["troops"][unit] = count
-        return
-    if village_id in villages:
-        villages[village_id]["reinforcements"].append(
-            {"village_id": home_id, "unit": unit, "count": count}
-        )
-    if home_id in villages:
-        villages[home_id]["troops_away"].append(
-            {"village_id": village_id, "unit": unit, "count": count}
-        )
-
-
-def _add_march(
-    villages: dict[int, dict[str, Any]], i: Sequence[Any], s: Sequence[Any], j: Sequence[Any]
-) -> None:
-    arrive_ms, march_id, origin_id, target_id, depart_ms, ox, oy, tx, ty = i[:9]
-    kind, origin_name, target_name = s
-    troops, loot = j
-    # A march's origin is its troops' home, on the way back too: a return march is
-    # coming home to its origin, and the village it leaves does not see it.
-    mine = origin_id in villages
-    march = {
-        "id": march_id,
-        "kind": kind,
-        "origin": {"id": origin_id, "x": ox, "y": oy, "name": origin_name},
-        "target": {"id": target_id, "x": tx, "y": ty, "name": target_name},
-        "depart_ms": depart_ms,
-        "arrive_ms": arrive_ms,
-        "troops": dict(troops) if mine else None,
-        "loot": dict(loot or {}) if mine else None,
-    }
-    if kind == "return":
-        if mine:
-            villages[origin_id]["marches_in"].append(march)
-        return
-    if mine:
-        villages[origin_id]["marches_out"].append(march)
-    if target_id in villages:
-        villages[target_id]["marches_in"].append(march)
+        return (await conn.execute(builder.statement, {"ids": _ids_value(conn.dialect, ids)})).all()

@@ -23,14 +23,22 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from webfront.snapshot_build import build_snapshots
+from webfront import snapshot_build
+from webfront.snapshot_build import SnapshotBuilder, build_snapshots
 
 Snapshot = dict[str, Any]
 
 
 class SnapshotReads:
-    def __init__(self, engine: AsyncEngine, slots: int, max_batch: int) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        slots: int,
+        max_batch: int,
+        builder: SnapshotBuilder | None = None,
+    ) -> None:
         self.engine = engine
+        self.builder = builder  # the game's statement (None: the process's)
         self.slots = slots
         self.max_batch = max_batch
         self.waiting: dict[int, asyncio.Future[Snapshot | None]] = {}  # oldest first
@@ -79,6 +87,8 @@ class SnapshotReads:
     async def _read(self, player_ids: list[int]) -> dict[int, Snapshot]:
         """One statement on a pooled connection; a connection the database dropped while it
         sat in the pool (no pre-ping here: it would cost a round trip) is replaced once."""
+        if self.builder is not None:
+            snapshot_build.CURRENT.set(self.builder)  # this read's task only
         for attempt in (1, 2):
             try:
                 async with self.engine.connect() as conn:

@@ -18,8 +18,10 @@ from common.settings import Settings
 from db.engine import check_database, create_engine
 from db.migrate import current_revision, head_revision, upgrade
 from db.models import Player, ScheduledEvent, Village
-from db.worldgen import VillageTemplate, generate_world
+from db.worldgen import generate_world
+from gameapi.game import PlaceTemplate
 from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 from wgctl import runfile
 
 
@@ -41,13 +43,13 @@ class _World:
         return _settings()
 
 
-def bot_template(settings: Settings) -> VillageTemplate:
+def bot_template(settings: Settings) -> PlaceTemplate:
     """A generated bot's first place, from the game ``GAME`` names."""
     try:
         game = load_game(settings.game)
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
-    template: VillageTemplate = game.new_place(settings.world_speed, True)  # type: ignore[assignment]
+    template: PlaceTemplate = game.new_place(settings.world_speed, True)
     return template
 
 
@@ -71,9 +73,9 @@ def migrate() -> None:
         engine = create_engine(settings)
         try:
             await check_database(engine)
-            before = await current_revision(engine)
+            before = await current_revision(engine, settings)
             await upgrade(engine, settings)
-            after = await current_revision(engine)
+            after = await current_revision(engine, settings)
         finally:
             await engine.dispose()
         click.echo(f"database migrated: {before or 'empty'} -> {after}")
@@ -101,6 +103,7 @@ def worldgen(players: int, villages_per_player: int, seed: int | None) -> None:
                     players=players,
                     villages_per_player=villages_per_player,
                     template=template,
+                    stocks=stocks_of(load_game(settings.game)),
                     shards=settings.tick_shards,
                     map_radius=settings.map_radius,
                     seed=seed,
@@ -123,7 +126,7 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
     engine = create_engine(settings)
     try:
         await check_database(engine)
-        status["db_revision"] = await current_revision(engine)
+        status["db_revision"] = await current_revision(engine, settings)
         status["db_head"] = head_revision(settings)
         if status["db_revision"] is not None:
             async with engine.connect() as conn:
@@ -155,6 +158,70 @@ def status() -> None:
     async def run() -> None:
         for key, value in (await gather_status(settings)).items():
             click.echo(f"{key:>15}: {value}")
+
+    run_async(run)
+
+
+@cli.group()
+def operator() -> None:
+    """Operator accounts of the web console under /admin."""
+
+
+@operator.command("create")
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+def operator_create(name: str, password_stdin: bool) -> None:
+    """Create the operator NAME (the password is asked for, or read from stdin)."""
+    from webfront.admin.operators import NAME_RE, OperatorExists, create_operator
+    from webfront.passwords import ScryptParams, hash_password
+
+    if NAME_RE.fullmatch(name) is None:
+        fail("operator name: 3 to 32 letters, digits, '.', '_' or '-'")
+    settings = _settings()
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not 8 <= len(password) <= 128:
+        fail("password: 8 to 128 characters")
+    password_hash = hash_password(password, ScryptParams())
+
+    async def run() -> None:
+        engine = create_engine(settings)
+        try:
+            await check_database(engine)
+            try:
+                operator_id = await create_operator(
+                    engine, name, password_hash, int(time.time() * 1000)
+                )
+            except OperatorExists as exc:
+                raise FatalError(str(exc)) from None
+        finally:
+            await engine.dispose()
+        click.echo(f"operator {name} created (id {operator_id})")
+
+    run_async(run)
+
+
+@operator.command("list")
+def operator_list() -> None:
+    """List the operator accounts."""
+    from webfront.admin.operators import list_operators
+
+    settings = _settings()
+
+    async def run() -> None:
+        engine = create_engine(settings)
+        try:
+            await check_database(engine)
+            rows = await list_operators(engine)
+        finally:
+            await engine.dispose()
+        if not rows:
+            click.echo("no operators; create one with `wgctl operator create NAME`")
+        for row in rows:
+            created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row.created_ms / 1000))
+            click.echo(f"{row.id:>5}  {row.name:<32}  created {created} UTC")
 
     run_async(run)
 

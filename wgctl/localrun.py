@@ -28,6 +28,7 @@ from db.migrate import upgrade
 from db.models import Village
 from db.worldgen import generate_world
 from gameapi.loading import load_game
+from gameapi.stocks import stocks_of
 from wgctl import runfile
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
@@ -59,6 +60,7 @@ async def prepare_database(settings: Settings, demo_players: int) -> int:
                 engine,
                 players=demo_players,
                 template=bot_template(settings),
+                stocks=stocks_of(load_game(settings.game)),
                 shards=settings.tick_shards,
                 map_radius=settings.map_radius,
             )

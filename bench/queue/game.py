@@ -148,7 +148,8 @@ async def game_bench(
     from common.queue import EventQueue
     from common.redis_conn import check_redis
     from db.worldgen import generate_world
-    from refgame.world import village_template
+    from gameapi.loading import load_game
+    from gameapi.stocks import stocks_of
 
     quiet_logs()
     check_bench_prefix(prefix)
@@ -168,9 +169,11 @@ async def game_bench(
         )  # fmt: skip
         settings, engine = database.settings, database.engine
         report.console.print(f"generating a world of {villages:,} villages on {db} ...")
+        loaded = load_game(settings.game)
         world = await generate_world(
-            engine, players=villages, template=village_template(settings.world_speed),
-            shards=settings.tick_shards, map_radius=radius_for(villages), seed=1,
+            engine, players=villages, template=loaded.new_place(settings.world_speed, True),
+            stocks=stocks_of(loaded), shards=settings.tick_shards,
+            map_radius=radius_for(villages), seed=1,
         )  # fmt: skip
         queue = EventQueue(redis, prefix=prefix, partitions=partitions, clock=SYSTEM_CLOCK)
 

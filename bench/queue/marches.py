@@ -68,8 +68,8 @@ async def make_marches(
 
     from common.queue import NewEvent
     from common.queue.durable import add_durable_events
-    from db.models import March, Troop
     from refgame.handlers import MARCH
+    from refgame.models import March, Troop
     from refgame.world import STARTING_TROOPS
 
     per_village = math.ceil(events / villages)

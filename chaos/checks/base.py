@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refgame.buildings import FIELD_KINDS
+from refgame.resources import RESOURCES as RESOURCES  # the reference game's: chaos plays it
 
-RESOURCES = ("wood", "clay", "iron", "crop")
 FIELD_RESOURCE = {kind: res for res, kind in FIELD_KINDS.items()}
 MAX_LISTED = 25  # violations kept per check in the summary
 

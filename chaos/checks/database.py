@@ -9,21 +9,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from db.models import (
-    Building,
-    BuildOrder,
-    IdempotentResponse,
-    March,
-    ProcessedEvent,
-    ScheduledEvent,
-    TrainingOrder,
-    Troop,
-    Village,
-    VillageStock,
-)
-from db.models import (
-    Report as ReportRow,
-)
+from db.models import IdempotentResponse, ProcessedEvent, ScheduledEvent, Village
+from refgame.models import Building, BuildOrder, March, TrainingOrder, Troop
+from refgame.models import Report as ReportRow
+from refgame.resources import STOCKS
 
 
 @dataclass
@@ -41,10 +30,7 @@ async def _read_stock_and_buildings(
     conn: AsyncConnection,
 ) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
     """Every village's stock row, and its building levels by kind."""
-    stock = {
-        int(r.village_id): dict(r._mapping)
-        for r in await conn.execute(select(VillageStock.__table__))
-    }
+    stock = {int(r.village_id): dict(r._mapping) for r in await conn.execute(select(STOCKS.table))}
     buildings: dict[int, dict[str, int]] = defaultdict(dict)
     for vid, kind, level in await conn.execute(
         select(Building.village_id, Building.kind, Building.level)

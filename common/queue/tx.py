@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from common.ids import IdGenerator
-    from db.stock import Stocks  # type: ignore[attr-defined]  # the game's stocks: next commit
+    from db.stock import Stocks
 
 
 class UnknownEventKind(ScheduleError):

@@ -25,6 +25,7 @@ from common.queue.tx import Tx
 from common.queue.work import Committed
 from db import events as pending
 from db.engine import is_database_outage, is_transaction_conflict
+from db.stock import Stocks
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
 
@@ -117,9 +118,11 @@ class PartitionWorker:
         lease_valid: Callable[[], bool] | None = None,
         burst: bool = False,
         world_speed: float = 1.0,
+        stocks: Stocks | None = None,
     ) -> None:
         self.queue = queue
         self.world_speed = world_speed
+        self.stocks = stocks  # the game's, for its handlers (``Tx.stocks``)
         self.partition = partition
         self.registry = registry
         self.sessions = sessions
@@ -463,7 +466,14 @@ class PartitionWorker:
         out.committed.add(tx, follow)
 
     def _tx(self, session: AsyncSession | None, now_ms: int) -> Tx:
-        return Tx(session, now_ms, self.world_speed, self.queue.ids, kinds=self.registry)
+        return Tx(
+            session,
+            now_ms,
+            self.world_speed,
+            self.queue.ids,
+            kinds=self.registry,
+            stocks=self.stocks,
+        )
 
     async def _record_failures(self, failures: list[tuple[Event, str, RetryPolicy]]) -> None:
         """Write failed and dead durable events to their rows before Redis moves them, so the

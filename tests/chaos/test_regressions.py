@@ -24,11 +24,11 @@ from db.engine import (
     is_transaction_conflict,
     session_factory,
 )
-from db.models import ScheduledEvent, Village, VillageStock
-from db.stock import tick_shard
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame.commands import build, send_march
 from refgame.handlers import HANDLERS
+from refgame.resources import STOCKS
 from refgame.world import village_template
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import START_MS, Workers, eventually
@@ -90,8 +90,8 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
     ids = IdGenerator()
     try:
         summary = await generate_world(
-            engine, players=2, template=village_template(1.0), shards=1, map_radius=3,
-            seed=4, clock=ManualClock(T0),
+            engine, stocks=STOCKS, players=2, template=village_template(1.0), shards=1,
+            map_radius=3, seed=4, clock=ManualClock(T0),
         )  # fmt: skip
         home, target = summary.first_village_id, summary.last_village_id
         async with engine.connect() as conn:
@@ -127,7 +127,7 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
             spent = 0
             if settled_by == "tick":
                 async with engine.connect() as conn:
-                    await tick_shard(conn, 0, later)
+                    await STOCKS.tick_shard(conn, 0, later)
                 async with sessions() as session, session.begin():
                     tx = DriverTx(session, later, 1.0, ids)
                     order = await build(tx, home_player, home, "cropland")
@@ -141,8 +141,8 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
         end = news["due_ms"] + 3_600_000
         async with engine.connect() as conn:
             row_end = dict(
-                (await conn.execute(select(VillageStock.__table__).where(
-                    VillageStock.village_id == home))).one()._mapping
+                (await conn.execute(select(STOCKS.table).where(
+                    STOCKS.c.village_id == home))).one()._mapping
             )  # fmt: skip
         base = village_template(1.0)
         # closed form: the garrison's upkeep until the news, one legionnaire less after it

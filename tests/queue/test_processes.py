@@ -24,8 +24,9 @@ from common.queue import EventQueue, NewEvent
 from common.queue.durable import add_durable_events
 from common.settings import Settings
 from db.engine import create_engine
-from db.models import Village, VillageStock
+from db.models import Village
 from gameserver.leases import LeaseManager
+from refgame.resources import STOCKS
 from tests.conftest import TEST_REDIS_URL
 from tests.queue.conftest import ROOT, Servers, counts, eventually, server_env
 from tests.queue.testgame import EFFECT
@@ -244,7 +245,7 @@ async def test_the_scheduler_logs_its_job_runs_only_at_debug(
         async with engine.begin() as conn:  # one village, ticked every second (one shard)
             await conn.execute(insert(Village).values(id=1, name="v", x=0, y=0, created_ms=0))
             await conn.execute(
-                insert(VillageStock).values(
+                insert(STOCKS.table).values(
                     village_id=1, shard=0, updated_ms=0, wood=0, clay=0, iron=0, crop=0,
                     wood_rate=0, clay_rate=0, iron_rate=0, crop_rate=0, warehouse_cap=0,
                     granary_cap=0,
@@ -255,7 +256,7 @@ async def test_the_scheduler_logs_its_job_runs_only_at_debug(
 
         async def ticked_twice() -> bool:
             async with engine.connect() as conn:
-                updated = (await conn.execute(select(VillageStock.updated_ms))).scalar_one()
+                updated = (await conn.execute(select(STOCKS.c.updated_ms))).scalar_one()
             if updated and updated not in ticked:
                 ticked.append(updated)
             return len(ticked) >= 2

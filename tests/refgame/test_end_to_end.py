@@ -17,11 +17,13 @@ from common.clock import SYSTEM_CLOCK
 from common.queue.handlers import HandlerRegistry
 from common.settings import Settings
 from db.engine import create_engine
-from db.models import March, Report, Troop, Village, VillageStock
+from db.models import Village
 from gameserver import builtin
 from gameserver.taskserver import TaskServer
 from refgame import handlers as game_handlers
 from refgame.battle import verify_report
+from refgame.models import March, Report, Troop
+from refgame.resources import STOCKS
 from refgame.state import add_troops
 from tests.queue.conftest import eventually
 from tests.web.conftest import FAST_CONFIG, PASSWORD
@@ -111,9 +113,7 @@ async def test_attack_send_arrive_battle_report_return_home(
             )
             stock = (
                 await conn.execute(
-                    select(VillageStock.__table__).where(
-                        VillageStock.village_id == alice["village_id"]
-                    )
+                    select(STOCKS.table).where(STOCKS.c.village_id == alice["village_id"])
                 )
             ).one()
         assert home == {u: n for u, n in battle["attacker_survivors"].items() if n}

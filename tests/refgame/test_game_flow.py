@@ -7,13 +7,15 @@ from sqlalchemy import delete, func, select, update
 
 from common.amounts import accrue, to_fixed
 from common.clock import ManualClock
-from db.models import Building, March, Report, ScheduledEvent, Troop, Village, VillageStock
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame import commands
 from refgame.battle import verify_report
 from refgame.buildings import build_cost
 from refgame.economy import field_production, stock_at
 from refgame.errors import InsufficientResources, InsufficientTroops, NotRecallable, NotYourVillage
+from refgame.models import Building, March, Report, Troop
+from refgame.resources import STOCKS
 from refgame.units import total_upkeep
 from refgame.world import village_template
 from tests.refgame.driver import GameDriver
@@ -27,6 +29,7 @@ async def game(engine) -> GameDriver:
     clock = ManualClock(T0)
     await generate_world(
         engine,
+        stocks=STOCKS,
         players=3,
         template=village_template(1.0),
         shards=4,
@@ -39,9 +42,7 @@ async def game(engine) -> GameDriver:
 
 async def _stock(game: GameDriver, village_id: int) -> dict:
     async with game.sessions() as session:
-        row = await session.execute(
-            select(VillageStock.__table__).where(VillageStock.village_id == village_id)
-        )
+        row = await session.execute(select(STOCKS.table).where(STOCKS.c.village_id == village_id))
         return dict(row.one()._mapping)
 
 
@@ -241,7 +242,7 @@ async def test_starvation_kills_troops_when_the_granary_runs_dry(game: GameDrive
     # an empty granary and a production exactly eaten by upkeep; the new unit tips it over
     async with game.sessions() as session, session.begin():
         await session.execute(
-            update(VillageStock).where(VillageStock.village_id == 1).values(crop=0, crop_rate=0)
+            update(STOCKS.table).where(STOCKS.c.village_id == 1).values(crop=0, crop_rate=0)
         )
     await game.run_until(order["done_ms"] + HOUR)
     assert [k for k, v, _ in game.events_run] == ["train_done", "starvation"]

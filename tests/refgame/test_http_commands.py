@@ -14,8 +14,10 @@ from common.amounts import to_fixed
 from common.clock import ManualClock
 from common.settings import Settings
 from db.engine import create_engine
-from db.models import BuildOrder, ScheduledEvent, Village, VillageStock
+from db.models import ScheduledEvent, Village
 from refgame.buildings import build_cost
+from refgame.models import BuildOrder
+from refgame.resources import STOCKS
 from tests.web.conftest import FAST_CONFIG, PASSWORD
 from webfront.app import create_app
 
@@ -108,8 +110,8 @@ async def test_fifty_concurrent_spends_never_spend_twice(client: Any, settings: 
     try:
         async with engine.begin() as conn:  # exactly enough for 3 legionnaire orders of 2
             await conn.execute(
-                update(VillageStock)
-                .where(VillageStock.village_id == alice["village_id"])
+                update(STOCKS.table)
+                .where(STOCKS.c.village_id == alice["village_id"])
                 .values(
                     wood=to_fixed(720),
                     clay=to_fixed(600),
@@ -129,9 +131,7 @@ async def test_fifty_concurrent_spends_never_spend_twice(client: Any, settings: 
         async with engine.connect() as conn:
             left = (
                 await conn.execute(
-                    select(VillageStock.__table__).where(
-                        VillageStock.village_id == alice["village_id"]
-                    )
+                    select(STOCKS.table).where(STOCKS.c.village_id == alice["village_id"])
                 )
             ).one()
     finally:

@@ -18,12 +18,12 @@ from common.queue import Event, EventQueue
 from common.queue.handlers import HandlerRegistry
 from common.queue.reconciler import Reconciler
 from common.settings import load_settings
-from db import stock
 from db.engine import create_engine, session_factory
-from db.models import ScheduledEvent, Village, VillageStock
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame import handlers as game_handlers
 from refgame.commands import build, send_march, train
+from refgame.resources import STOCKS
 from refgame.world import village_template
 from tests.queue.conftest import Workers, eventually
 from tests.refgame.driver import GameDriver
@@ -56,8 +56,8 @@ async def _world(engine: AsyncEngine) -> GameDriver:
     comes home fast) and trains three legionnaires one after the other (events of home
     before and after the news); the other builds a field and attacks home."""
     summary = await generate_world(
-        engine, players=2, template=village_template(1.0), shards=1, map_radius=3, seed=4,
-        clock=ManualClock(T0),
+        engine, stocks=STOCKS, players=2, template=village_template(1.0), shards=1, map_radius=3,
+        seed=4, clock=ManualClock(T0),
     )  # fmt: skip
     home, target = summary.first_village_id, summary.last_village_id
     async with engine.connect() as conn:
@@ -82,9 +82,9 @@ async def _world(engine: AsyncEngine) -> GameDriver:
 
 async def _stocks(engine: AsyncEngine, at_ms: int) -> dict[int, tuple[int, ...]]:
     async with engine.begin() as conn:
-        ids = [v for (v,) in await conn.execute(select(VillageStock.village_id))]
-        await stock.settle(conn, ids, at_ms)
-        rows = await conn.execute(select(VillageStock.__table__).order_by(VillageStock.village_id))
+        ids = [v for (v,) in await conn.execute(select(STOCKS.c.village_id))]
+        await STOCKS.settle(conn, ids, at_ms)
+        rows = await conn.execute(select(STOCKS.table).order_by(STOCKS.c.village_id))
         return {r.village_id: tuple(r)[2:] for r in rows}
 
 

@@ -14,9 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from db.engine import session_factory
-from db.models import March, Report, ScheduledEvent, Troop, Village, VillageStock
+from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame import commands, handlers
+from refgame.models import March, Report, Troop
+from refgame.resources import STOCKS
 from refgame.world import STARTING_TROOPS, village_template
 from tests.refgame.driver import DriverTx
 
@@ -29,8 +31,8 @@ async def world(engine: AsyncEngine) -> list[handlers.Arrival]:
     """Seven villages (ids 1..7, player i owns village i) and the marches of one batch."""
     clock = ManualClock(T0)
     await generate_world(
-        engine, players=7, template=village_template(1.0), shards=2, map_radius=8, seed=5,
-        clock=clock,
+        engine, stocks=STOCKS, players=7, template=village_template(1.0), shards=2, map_radius=8,
+        seed=5, clock=clock,
     )  # fmt: skip
     sessions = session_factory(engine)
     ids = IdGenerator(clock)
@@ -96,7 +98,7 @@ async def _run(
 
 async def _world(session: AsyncSession, tx: DriverTx) -> dict[str, Any]:
     stocks = [tuple(r) for r in await session.execute(
-        select(VillageStock.__table__).order_by(VillageStock.village_id))]  # fmt: skip
+        select(STOCKS.table).order_by(STOCKS.c.village_id))]  # fmt: skip
     by_key = (Troop.village_id, Troop.home_village_id, Troop.unit)
     troops = [tuple(r) for r in await session.execute(select(Troop.__table__).order_by(*by_key))]
     marches = [

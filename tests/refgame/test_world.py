@@ -6,7 +6,7 @@ from common.amounts import to_fixed
 from db.worldgen import stock_row
 from refgame.buildings import BUILDINGS
 from refgame.economy import total_upkeep
-from refgame.resources import RESOURCES
+from refgame.resources import RESOURCES, STOCKS
 from refgame.world import STARTING_TROOPS, village_caps, village_rates, village_template
 
 
@@ -31,7 +31,7 @@ def test_bots_get_the_starting_troops_at_normal_speed() -> None:
 
 
 def test_template_fits_the_world_generator() -> None:
-    row = stock_row(7, 3, 1_000, village_template(2))
+    row = stock_row(STOCKS, 7, 3, 1_000, village_template(2))
     assert row["wood"] == to_fixed(750)
     assert row["warehouse_cap"] == to_fixed(village_template(2).warehouse_cap)
     assert row["crop_rate"] == village_template(2).rates["crop"]

@@ -9,7 +9,8 @@ from aiohttp.test_utils import TestClient
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db.models import March, Player
+from db.models import Player
+from refgame.models import March
 from tests.security.conftest import register_game_player
 from tests.web.conftest import PASSWORD, MakeClient
 from webfront.config import Limit
@@ -27,6 +28,11 @@ PUBLIC = {
     ("GET", "/"),
     ("GET", "/static/{filename}"),
     ("GET", "/sdk/{filename}"),
+    # the operator console's page, its files and its login (operators' own accounts and
+    # limits: tests/admin); every /admin/api route behind it needs an operator session
+    ("GET", "/admin"),
+    ("GET", "/admin/static/{filename}"),
+    ("POST", "/admin/api/login"),
 }
 
 
@@ -101,7 +107,8 @@ async def test_concurrent_marches_never_send_the_same_troops_twice(
     import asyncio
 
     from db.engine import create_engine
-    from db.models import Troop, Village
+    from db.models import Village
+    from refgame.models import Troop
 
     alice = await register_game_player(game_client, "alice")
     bob = await register_game_player(game_client, "bob")

@@ -8,7 +8,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.amounts import SCALE
-from db.models import March, Report, VillageStock
+from refgame.models import March, Report
+from refgame.resources import STOCKS
 
 _next_id = [10_000]
 
@@ -64,17 +65,15 @@ async def add_march(
 
 async def wood_fixed(engine: AsyncEngine, village_id: int) -> int:
     async with engine.connect() as conn:
-        found = await conn.execute(
-            select(VillageStock.wood).where(VillageStock.village_id == village_id)
-        )
+        found = await conn.execute(select(STOCKS.c.wood).where(STOCKS.c.village_id == village_id))
         return int(found.scalar_one())
 
 
 async def set_wood(engine: AsyncEngine, village_id: int, units: int) -> None:
     async with engine.begin() as conn:
         await conn.execute(
-            update(VillageStock)
-            .where(VillageStock.village_id == village_id)
+            update(STOCKS.table)
+            .where(STOCKS.c.village_id == village_id)
             .values(wood=units * SCALE, warehouse_cap=max(units, 800) * SCALE)
         )
 

@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
 from common.settings import Settings
-from db.models import Building, Player, PlayerSession, Village, VillageStock
+from db.models import Player, PlayerSession, Village
+from refgame.models import Building
+from refgame.resources import STOCKS
 from tests.web.conftest import ON_BOTH_TOPOLOGIES, PASSWORD, MakeClient, RegisterFn
 from webfront import keys
 from webfront.auth import SessionOut
@@ -36,7 +38,7 @@ async def test_register_creates_player_village_and_session(
         village = (await conn.execute(select(Village.id, Village.player_id, Village.x))).one()
         assert village.id == data["village_id"] and village.player_id == data["player_id"]
         assert abs(village.x) <= web_settings.map_radius
-        assert (await conn.execute(select(func.count()).select_from(VillageStock))).scalar() == 1
+        assert (await conn.execute(select(func.count()).select_from(STOCKS.table))).scalar() == 1
         assert (await conn.execute(select(func.count()).select_from(Building))).scalar_one() > 0
         stored = (await conn.execute(select(PlayerSession.token_hash))).scalar_one()
     assert stored == token_hash(data["token"]) and stored != data["token"]

@@ -198,7 +198,7 @@ async def test_every_part_of_a_snapshot_in_order(
     """Queues, troops at home, away and visiting, and marches each way, from one statement."""
     from sqlalchemy import insert
 
-    from db.models import BuildOrder, TrainingOrder, Troop
+    from refgame.models import BuildOrder, TrainingOrder, Troop
     from tests.web.helpers import next_id
 
     alice, bob = await register("Alice"), await register("Bob")

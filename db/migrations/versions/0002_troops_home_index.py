@@ -1,7 +1,9 @@
-"""index troops by home village
+"""index troops by home village (moved to the reference game's branch)
 
-A player's troops away (reinforcements standing in other villages) are read by
-``home_village_id``, which is not the leading column of the primary key.
+This revision once indexed the reference game's ``troops`` by ``home_village_id``.
+The game's tables now belong to its own Alembic branch (refgame/migrations), whose
+first revision creates that index where it is absent; a database made before keeps
+the index this revision made. The revision id stays so such databases upgrade.
 
 Revision ID: 0002
 Revises: 0001
@@ -10,8 +12,6 @@ Create Date: 2026-11-30 13:00:00.000000
 
 from __future__ import annotations
 
-from alembic import op
-
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -19,10 +19,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("troops", schema=None) as batch_op:
-        batch_op.create_index("ix_troops_home", ["home_village_id"], unique=False)
+    pass
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("troops", schema=None) as batch_op:
-        batch_op.drop_index("ix_troops_home")
+    pass

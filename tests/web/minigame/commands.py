@@ -14,9 +14,10 @@ from pydantic import Field
 from sqlalchemy import select, update
 
 from common.amounts import SCALE
-from db.models import Village, VillageStock
+from db.models import Village
 from gameapi import CommandRoute, Id, Out, StrictBody, Tx, own_place
 from refgame.errors import InsufficientResources, RuleError
+from refgame.resources import STOCKS
 
 AFTER_COMMIT_LOG: list[int] = []  # the tests read it
 
@@ -38,10 +39,10 @@ async def spend(ctx: Tx, player_id: int, body: SpendBody) -> dict[str, Any]:
         raise RuntimeError("secret internals of the game")
     cost = body.wood * SCALE
     result = await ctx.session.execute(
-        update(VillageStock)
-        .where(VillageStock.village_id == body.village_id, VillageStock.wood >= cost)
-        .values(wood=VillageStock.wood - cost)
-        .returning(VillageStock.wood)
+        update(STOCKS.table)
+        .where(STOCKS.c.village_id == body.village_id, STOCKS.c.wood >= cost)
+        .values(wood=STOCKS.c.wood - cost)
+        .returning(STOCKS.c.wood)
     )
     left = result.scalar_one_or_none()
     if left is None:

@@ -4,7 +4,9 @@ test command and the one event kind that command schedules."""
 from __future__ import annotations
 
 from gameapi import Event, Game, HandlerRegistry, Tx
-from refgame.world import DECLARED_RESOURCES, new_place
+from refgame.models import Base
+from refgame.snapshot import SNAPSHOT_PARTS
+from refgame.world import DECLARED_RESOURCES, MIGRATIONS, new_place
 from tests.web.minigame.commands import ROUTES, RULE_ERRORS
 
 
@@ -19,7 +21,10 @@ def register(registry: HandlerRegistry, _settings: object) -> None:
 GAME = Game(
     name="minigame",
     resources=DECLARED_RESOURCES,
-    new_place=new_place,  # type: ignore[arg-type]
+    new_place=new_place,
+    migrations=MIGRATIONS,  # the tests' databases have the reference game's schema
+    snapshot_parts=SNAPSHOT_PARTS,
+    tables=Base.metadata,
     register_handlers=register,
     commands=ROUTES,
     rule_errors=RULE_ERRORS,
