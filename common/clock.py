@@ -42,7 +42,7 @@ class SystemClock:
 class ManualClock:
     """A clock that only moves when told to; sleepers wake when it passes their deadline.
 
-    It is ``simulated``: far from the wall clock on purpose, so no skew check applies."""
+    It is ``simulated``: far from real time on purpose, so no skew check applies."""
 
     simulated = True
 
@@ -105,7 +105,7 @@ class OffsetClock:
 
 
 def is_simulated(clock: Clock) -> bool:
-    """A test's clock that is not meant to follow the wall clock (no skew check)."""
+    """A test's clock that is not meant to follow real time (no skew check)."""
     return bool(getattr(clock, "simulated", False))
 
 

@@ -32,3 +32,28 @@ async def check_redis(client: AnyRedis, url: str) -> None:
     except (RedisError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UnreachableError(f"REDIS_URL: cannot reach {_hide_password(url)}: {reason}") from None
+
+
+async def connect_redis(settings: Settings) -> AnyRedis:
+    """Connect to REDIS_URL: a plain client, or a cluster client when the server is a
+    Redis Cluster node (it says so in ``INFO cluster``; no setting to keep in step).
+
+    Raises UnreachableError (one clear line) when nobody answers.
+    """
+    client = create_redis(settings)
+    try:
+        await check_redis(client, settings.redis_url)
+        info = await client.info("cluster")
+    except BaseException:
+        await client.aclose()
+        raise
+    if not int(info.get("cluster_enabled", 0)):
+        return client
+    await client.aclose()
+    cluster = create_redis(settings, cluster=True)
+    try:
+        await check_redis(cluster, settings.redis_url)
+    except BaseException:
+        await cluster.aclose()
+        raise
+    return cluster

@@ -32,7 +32,9 @@ return tonumber(ARGV[1])
 
 
 def version_key(prefix: str, player_id: int) -> str:
-    return f"{prefix}:snapver:{player_id}"
+    """Tagged ``{<player_id>}``: one cluster slot with the player's other keys
+    (``webfront.keys``)."""
+    return f"{prefix}:snapver:{{{player_id}}}"
 
 
 async def bump_versions(

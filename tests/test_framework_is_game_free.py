@@ -1,12 +1,10 @@
-"""No resource, unit or building name of the reference game in the framework's code.
+"""No resource, unit, ship or building name of either game in the framework's code.
 
 The framework builds everything game-specific from the game's declaration
-(``gameapi.Game``): a name of refgame's in ``common/``, ``db/``, ``gameserver/``,
-``webfront/`` or ``gameapi/`` is a rule of one game written into all of them.
-Migrations already applied (``db/migrations/versions``) are history and keep their
-names. ``webfront/static`` is the reference game's browser client, which is not the
-framework's yet either (it moves to the game with the shared browser SDK), so it is
-not searched here.
+(``gameapi.Game``): a name of refgame's or the space game's in ``common/``, ``db/``,
+``gameserver/``, ``webfront/`` (its browser SDK and pages too) or ``gameapi/`` is a
+rule of one game written into all of them. Migrations already applied
+(``db/migrations/versions``) are history and keep their names.
 """
 
 from __future__ import annotations
@@ -14,18 +12,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from examples.spacegame import economy as space_economy
+from examples.spacegame.ships import SHIPS
 from refgame.buildings import BUILDINGS
 from refgame.resources import RESOURCES, STOCKS
 from refgame.units import UNITS
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORK = ("common", "db", "gameserver", "webfront", "gameapi")
-HISTORY = (ROOT / "db" / "migrations" / "versions", ROOT / "webfront" / "static")
+HISTORY = (ROOT / "db" / "migrations" / "versions",)
 SOURCES = {".py", ".lua", ".sql", ".md", ".toml", ".yaml", ".yml", ".json", ".txt", ".mako"}
+SOURCES |= {".js", ".html", ".css"}
 
 
 def game_names() -> set[str]:
-    return set(RESOURCES) | set(STOCKS.caps) | set(UNITS) | set(BUILDINGS)
+    refgame = set(RESOURCES) | set(STOCKS.caps) | set(UNITS) | set(BUILDINGS)
+    space = set(space_economy.RESOURCES) | set(space_economy.BUILDINGS) | set(SHIPS)
+    return refgame | space | set(space_economy.RESEARCH)
 
 
 def framework_files() -> list[Path]:
@@ -42,6 +45,7 @@ def framework_files() -> list[Path]:
 def test_the_names_are_there_to_find() -> None:
     names = game_names()
     assert {"wood", "crop", "granary", "legionnaire", "barracks"} <= names
+    assert {"metal", "deuterium", "light_fighter", "shipyard"} <= names
     assert len(framework_files()) > 50
 
 
@@ -53,4 +57,4 @@ def test_no_game_name_in_the_framework() -> None:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
     ]
-    assert not hits, "the reference game's names in the framework:\n" + "\n".join(hits)
+    assert not hits, "a game's names in the framework:\n" + "\n".join(hits)

@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from redis.asyncio.cluster import RedisCluster
 
 from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, is_simulated
 from common.ids import IdGenerator
 from common.node_lease import NodeLease
 from common.queue import EventQueue
-from common.redis_conn import create_redis
+from common.redis_conn import connect_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
@@ -30,7 +31,7 @@ from webfront import (
 )
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
-from webfront.fastredis import FastRedis
+from webfront.fastredis import ClusterFastRedis, FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver, parse_networks
@@ -65,7 +66,7 @@ __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     settings, config, clock = app[SETTINGS], app[CONFIG], app[CLOCK]
     engine = create_engine(settings)
-    redis = create_redis(settings)
+    redis = await connect_redis(settings)  # a cluster client when Redis is a cluster
     local = LocalCache(
         keys.session(settings.redis_prefix, ""),
         keys.version_prefix(settings.redis_prefix),
@@ -73,7 +74,11 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         max_bodies=config.local_cache_bodies,
         max_age_ms=config.local_cache_max_age_ms,
     )
-    fast = FastRedis(settings.redis_url, tracker=local if config.local_cache else None)
+    fast: FastRedis
+    if isinstance(redis, RedisCluster):  # no local cache of sessions and versions: see there
+        fast = ClusterFastRedis(redis)
+    else:
+        fast = FastRedis(settings.redis_url, tracker=local if config.local_cache else None)
     pool = ThreadPoolExecutor(config.hash_threads, thread_name_prefix="password-hash")
     sessions = SessionStore(
         engine,

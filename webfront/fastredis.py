@@ -18,6 +18,11 @@ prefixes: Redis pushes the names of changed keys on this connection, in order
 with the replies, and ``on_reply`` callbacks run as their reply is parsed, so a
 cache filled by them is invalidated by any later change. A Redis without RESP3
 or tracking (older than 6) still works: the tracker just stays inactive.
+
+On Redis Cluster the web tier uses ``ClusterFastRedis`` instead: the same calls
+through redis-py's cluster client, which routes each command by its key's slot
+and follows redirections and failovers. It turns no client-side caching on (see
+its docstring), so sessions and versions are read from Redis on every poll.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import hiredis
+from redis.asyncio.cluster import RedisCluster
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
@@ -247,3 +253,53 @@ class Script:
             head = _pack(start, b"*%d\r\n" % (len(start) + n_params))
             self._heads[n_keys, n_params] = head
         return head
+
+
+class ClusterFastRedis(FastRedis):
+    """``FastRedis``'s calls on Redis Cluster, through redis-py's cluster client.
+
+    The lean connection speaks to one server; on a cluster each key lives on the
+    node of its slot, and slots move. Routing, ``MOVED``/``ASK`` and failover are
+    what the cluster client already does well, so the hot path uses it here and
+    pays its CPU per command.
+
+    No client-side caching: ``CLIENT TRACKING`` is per connection and per node, so
+    keeping the local cache true would need a tracking connection to every
+    master, re-made whenever slots move, and each loss would have to forget
+    everything. Until that is worth its complexity, the tracker stays inactive
+    (every poll reads its session and version from Redis, as fresh as before);
+    snapshot bodies are still remembered, as they are immutable per version.
+    """
+
+    def __init__(self, cluster: RedisCluster) -> None:  # no super().__init__: no own socket
+        self._cluster = cluster
+
+    async def execute(self, *args: str | bytes | int, on_reply: OnReply | None = None) -> Any:
+        reply = await self._cluster.execute_command(*args)
+        _run(on_reply, reply)
+        return reply
+
+    async def evalsha(
+        self,
+        script: Script,
+        keys: tuple[str, ...],
+        args: tuple[str | bytes | int, ...],
+        on_reply: OnReply | None = None,
+    ) -> Any:
+        try:
+            reply = await self._cluster.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+        except NoScriptError:  # a node that never saw it (new, restarted, failed over)
+            reply = await self._cluster.eval(script.source, len(keys), *keys, *args)  # type: ignore[misc]
+        _run(on_reply, reply)
+        return reply
+
+    async def close(self) -> None:
+        """Nothing of its own to close: the cluster client belongs to the app."""
+
+
+def _run(on_reply: OnReply | None, reply: Any) -> None:
+    if on_reply is not None:
+        try:
+            on_reply(reply)
+        except Exception:
+            log.exception("a Redis reply callback failed")

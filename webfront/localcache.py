@@ -20,6 +20,9 @@ immediately, every other process when Redis's push arrives (sub-millisecond
 on a live connection). As a last bound, independent of Redis, no session or
 version is used longer than ``max_age_ms`` after it was read from Redis.
 
+On Redis Cluster tracking stays off (``webfront.fastredis.ClusterFastRedis``
+says why): sessions and versions are then never remembered, only bodies.
+
 Snapshot bodies need no invalidation: a body is stored with its version and
 served only for that version. The sizes are bounded (the oldest entries go
 first), so a flood of tokens or players cannot grow the process.
@@ -89,17 +92,15 @@ class LocalCache:
 
     # ---- fills
 
-    def fill_from_poll(self, digest: str, reply: list[Any], packed: bool, now_ms: int) -> None:
+    def fill_version(self, player_id: int, reply: list[Any], packed: bool, now_ms: int) -> None:
         """Remember what a ``snapshot_poll.lua`` reply read (called as the reply is parsed)."""
-        if not self.active or not reply:
+        if not reply:
             return
-        if not self.fill_session(digest, reply[0], now_ms) or len(reply) < 2:
-            return
-        player_id = self.sessions[digest][0]
-        version = reply[1].decode()
-        self._put(self.versions, player_id, (version, now_ms))
-        if len(reply) > 2:
-            self.put_body(player_id, version, packed, reply[2])
+        version = reply[0].decode()
+        if self.active:
+            self._put(self.versions, player_id, (version, now_ms))
+        if len(reply) > 1:
+            self.put_body(player_id, version, packed, reply[1])
 
     def fill_session(self, digest: str, value: bytes | None, now_ms: int) -> bool:
         """Remember a session key's value as read from Redis; False if it logs nobody in."""
@@ -140,8 +141,8 @@ class LocalCache:
             self.versions.clear()
             return
         for key in keys:
-            if key.startswith(self.version_prefix):
-                rest = key[len(self.version_prefix) :]
+            if key.startswith(self.version_prefix):  # <prefix>{<player id>}
+                rest = key[len(self.version_prefix) + 1 : -1]
                 if rest.isdigit():
                     self.versions.pop(int(rest), None)
             elif key.startswith(self.session_prefix):

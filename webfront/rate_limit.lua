@@ -1,5 +1,6 @@
 -- Fixed-window counters checked in order: a hit counts against limit i only when it
 -- passed limits 1..i-1, so a hit refused by an earlier limit costs the later ones nothing.
+-- On a cluster each call gets the counters of one slot (one check): the caller stages them.
 -- KEYS[i] = counter key of limit i (its window start is in the name)
 -- ARGV[2i-1] = window length in ms of limit i (the counter's time to live)
 -- ARGV[2i] = the count limit i allows per window

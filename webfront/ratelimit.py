@@ -9,6 +9,11 @@ The checks of one hit are staged: a hit counts against a check only when every
 check before it let it through, so an attacker over their own address's limit
 spends nobody else's budget. Refused hits count against the check that refused
 them (an address over its limit stays over it).
+
+On a single Redis all checks of a hit run in one script call. On Redis Cluster
+their counters lie in different slots (an address, an account), and a script may
+touch one slot only: the checks run one call each, in order, up to the first
+that refuses (the same staging, a round trip per check).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from common.clock import Clock
+from common.redis_conn import AnyRedis
 from webfront import keys
 from webfront.config import Limit
 from webfront.errors import too_many
@@ -41,8 +47,9 @@ def hashed(text: str) -> str:
 
 
 class RateLimiter:
-    def __init__(self, redis: Redis, prefix: str, clock: Clock) -> None:
+    def __init__(self, redis: AnyRedis, prefix: str, clock: Clock) -> None:
         self._redis = redis
+        self._staged = isinstance(redis, RedisCluster)
         self._prefix = prefix
         self._clock = clock
         self._script = redis.register_script(_SCRIPT)
@@ -57,10 +64,19 @@ class RateLimiter:
             for c, start in zip(checks, starts, strict=True)
         ]
         args = [n for c in checks for n in (c.limit.window_ms, c.limit.count)]
-        counts = await self._script(keys=counter_keys, args=args)
+        if self._staged:
+            counts = []
+            for i, key in enumerate(counter_keys):
+                (count,) = await self._script(keys=[key], args=args[2 * i : 2 * i + 2])
+                counts.append(count)
+                if int(count) > checks[i].limit.count:
+                    break
+        else:
+            counts = await self._script(keys=counter_keys, args=args)
         retry_after_ms = 0
         message = ""
-        for check, start, count in zip(checks, starts, counts, strict=True):
+        # staged calls may stop early: the checks after a refusal were not counted
+        for check, start, count in zip(checks, starts, counts, strict=False):
             if int(count) > check.limit.count:
                 wait = start + check.limit.window_ms - now
                 if wait > retry_after_ms:

@@ -1,12 +1,15 @@
 """``GET /api/snapshot``: everything a player's client shows, with an ETag.
 
 The ETag is the player's snapshot version (``common.snapshot_versions``),
-bumped by every change the player can see. One Lua call reads the session,
-the version and, when the client's copy is stale, a cached body of that
-version: a 304 or a cached snapshot costs one Redis round trip and no
-database read. A missing body is built from one statement of just the needed
-columns (``webfront.snapshot_build``) and cached per (player, version, format):
-a body is valid for as long as its version is current, so it is cached for long
+bumped by every change the player can see. The session is read first (from
+the local cache, else one GET), then one Lua call reads the player's version
+and, when the client's copy is stale, the cached body if it is of that
+version: both keys carry the player's hash tag, so this works on Redis Cluster
+too (``webfront.keys``). A 304 or a cached snapshot costs one Redis round trip
+when the session is remembered, and no database read. A missing body is built
+from one statement of just the needed columns (``webfront.snapshot_build``) and
+cached per (player, format) with its version: a body is served only while its
+version is current, so it is cached for long
 (``WebConfig.snapshot_cache_ttl_ms``, stretched by a random jitter so bodies
 built together do not expire together). One build per version runs in a
 process at a time (later polls of that version wait for it), and at most
@@ -40,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import Clock
 from common.settings import Settings
-from common.snapshot_versions import read_version
+from common.snapshot_versions import version_key
 from db.engine import create_engine
 from gameapi.game import Game, SnapshotPart
 from gameapi.loading import load_game
@@ -51,13 +54,7 @@ from webfront.errors import unauthorized
 from webfront.fastredis import FastRedis, Script
 from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
-from webfront.sessions import (
-    JunkEntry,
-    SessionStore,
-    parse_cached,
-    token_from_headers,
-    token_hash,
-)
+from webfront.sessions import SessionStore, token_from_headers, token_hash
 from webfront.snapshot_build import builder_of, use_game
 from webfront.snapshot_reads import SnapshotReads
 from webfront.validation import Out
@@ -179,18 +176,11 @@ class SnapshotService:
     reads: SnapshotReads = field(init=False)
     # body writes to Redis in flight (the polls that waited for a build do not wait for them)
     writes: set[asyncio.Task[None]] = field(default_factory=set)
-    # key prefixes, computed once: the hot path only concatenates
-    session_prefix: str = field(init=False)
-    version_prefix: str = field(init=False)
-    snapshot_prefix: str = field(init=False)
 
     def __post_init__(self) -> None:
         builder = None if self.game is None else use_game(self.game)
         reads = SnapshotReads(self.engine, self.max_builds, self.max_batch, builder)
         object.__setattr__(self, "reads", reads)
-        object.__setattr__(self, "session_prefix", keys.session(self.prefix, ""))
-        object.__setattr__(self, "version_prefix", keys.version_prefix(self.prefix))
-        object.__setattr__(self, "snapshot_prefix", keys.snapshot_prefix(self.prefix))
 
     def body_ttl_ms(self) -> int:
         """The cache TTL of one body: the base TTL stretched by a random share of the jitter."""
@@ -199,8 +189,8 @@ class SnapshotService:
     async def body(self, player_id: int, version: str, packed: bool) -> bytes:
         """The encoded snapshot of ``version``: built once, cached in Redis for every process.
 
-        The cache key holds the version, so a body is served only for the version it
-        was built at: any change bumps the version, and the next poll builds anew.
+        The cached value starts with the version, so a body is served only for the version
+        it was built at: any change bumps the version, and the next poll builds anew.
         """
         key = (player_id, version, packed)
         pending = self.building.get(key)
@@ -234,9 +224,10 @@ class SnapshotService:
         """Cache a built body for every process; a failure only costs another build later.
         On the lean connection: redis-py's CPU per command would add to every build of a
         burst."""
-        key = keys.snapshot(self.prefix, player_id, int(version), "m" if packed else "j")
+        key = keys.snapshot(self.prefix, player_id, "m" if packed else "j")
         try:
-            await self.fast.execute("SET", key, body, "PX", self.body_ttl_ms())
+            value = b"%s:%s" % (version.encode(), body)
+            await self.fast.execute("SET", key, value, "PX", self.body_ttl_ms())
         except Exception as exc:
             log.warning("caching snapshot %s failed: %s: %s", key, type(exc).__name__, exc)
 
@@ -320,41 +311,36 @@ async def snapshot(request: web.Request) -> web.StreamResponse:
         body = local.body(player_id, version, packed)
         if body is not None:
             return _full(body, etag, packed, now)
-        return await _poll_redis(service, digest, held, packed)
-    return await _poll_redis(service, digest, held_version(if_none_match), wants_msgpack(request))
+        return await _poll_redis(service, player_id, held, packed)
+    player_id = await service.sessions.player_of(digest)  # remembered as the reply is read
+    if player_id is None:
+        raise unauthorized(_NO_SESSION)
+    return await _poll_redis(
+        service, player_id, held_version(if_none_match), wants_msgpack(request)
+    )
 
 
 async def _poll_redis(
-    service: SnapshotService, digest: str, held: str, packed: bool
+    service: SnapshotService, player_id: int, held: str, packed: bool
 ) -> web.StreamResponse:
-    """Session, version and a cached body in one Lua call, remembered as the reply is read."""
+    """Version and a cached body in one Lua call, remembered as the reply is read."""
     local, clock = service.local, service.clock
     reply = await service.fast.evalsha(
         _SCRIPT,
-        (service.session_prefix + digest,),
-        (service.version_prefix, service.snapshot_prefix, held, "m" if packed else "j"),
-        on_reply=lambda r: local.fill_from_poll(digest, r, packed, clock.now_ms()),
+        (
+            version_key(service.prefix, player_id),
+            keys.snapshot(service.prefix, player_id, "m" if packed else "j"),
+        ),
+        (held, clock.now_ms()),
+        on_reply=lambda r: local.fill_version(player_id, r, packed, clock.now_ms()),
     )
-    now = clock.now_ms()
-    if reply and reply[0] is not None:
-        try:
-            player_id = parse_cached(reply[0], now)
-        except JunkEntry:
-            player_id, reply = await service.sessions.drop_junk(digest), []
-        version = reply[1].decode() if len(reply) > 1 else None
-    else:  # session not cached yet (new process, evicted, Redis restarted)
-        player_id = await service.sessions.load(digest)
-        version = None
-    if player_id is None:
-        raise unauthorized(_NO_SESSION)
-    if version is None:
-        version = str(await read_version(service.redis, service.prefix, player_id, now))
+    version = reply[0].decode()
     if held == version or held == "*":
         return _not_modified(f'"{version}"')
-    body: bytes | None = reply[2] if len(reply) > 2 else local.body(player_id, version, packed)
+    body: bytes | None = reply[1] if len(reply) > 1 else local.body(player_id, version, packed)
     if body is None:
         body = await service.body(player_id, version, packed)
-    return _full(body, f'"{version}"', packed, now)
+    return _full(body, f'"{version}"', packed, clock.now_ms())
 
 
 def endpoints(game: Game) -> list[Endpoint]:

@@ -1,20 +1,19 @@
--- The hot path of GET /api/snapshot: session, version and cached body in one round trip.
--- KEYS[1] = the session's cache key
--- ARGV[1] = snapshot version key prefix (the player id completes it)
--- ARGV[2] = snapshot body cache key prefix
--- ARGV[3] = the version the client holds (from If-None-Match; '' if none)
--- ARGV[4] = body format, 'j' (JSON) or 'm' (msgpack)
--- Returns {} if the session is not cached, {'?'} if its key is not a string, {session} if it is revoked or the
--- player has no version yet, {session, version} if the client's version is
--- current or no body is cached, {session, version, body} otherwise.
-local session = redis.pcall('GET', KEYS[1])
-if type(session) == 'table' then return {'?'} end  -- not a string: junk, the caller drops it
-if not session then return {} end
-local player = string.match(session, '^(%d+):')
-if not player then return {session} end
-local version = redis.call('GET', ARGV[1] .. player)
-if not version then return {session} end
-if version == ARGV[3] then return {session, version} end
-local body = redis.call('GET', ARGV[2] .. player .. ':' .. version .. ':' .. ARGV[4])
-if not body then return {session, version} end
-return {session, version, body}
+-- The hot path of GET /api/snapshot once the session is known: version and cached body of
+-- one player in one round trip. Both keys carry the player's hash tag (one cluster slot).
+-- KEYS[1] = the player's snapshot version key
+-- KEYS[2] = the player's cached body key of the wanted format ('<version>:<body>')
+-- ARGV[1] = the version the client holds (from If-None-Match; '' if none)
+-- ARGV[2] = now_ms: the version of a player who has none yet (common.snapshot_versions)
+-- Returns {version} if the client's version is current or no body of this version is
+-- cached, {version, body} otherwise.
+local version = redis.call('GET', KEYS[1])
+if not version then
+  version = ARGV[2]
+  redis.call('SET', KEYS[1], version)
+end
+if version == ARGV[1] then return {version} end
+local body = redis.call('GET', KEYS[2])
+if body and string.sub(body, 1, #version + 1) == version .. ':' then
+  return {version, string.sub(body, #version + 2)}
+end
+return {version}

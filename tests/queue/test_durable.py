@@ -12,6 +12,7 @@ from common.queue import Event, EventQueue, NewEvent, RetryPolicy, durable
 from common.queue.durable import add_durable_events, cancel_durable, reschedule_durable
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
+from common.snapshot_versions import version_key
 from db.models import ProcessedEvent, ScheduledEvent
 from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually
 from tests.queue.testgame import EFFECT, effects
@@ -201,7 +202,7 @@ async def _dead(queue: EventQueue, n: int) -> bool:
 
 
 async def _version(redis: Redis, prefix: str, player: int) -> bool:
-    return await redis.get(f"{prefix}:snapver:{player}") is not None
+    return await redis.get(version_key(prefix, player)) is not None
 
 
 async def _len(items: list[Event], n: int) -> bool:

@@ -12,6 +12,7 @@ from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy, codec
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
+from common.snapshot_versions import version_key
 from tests.queue.conftest import START_MS, Workers, at_rest, eventually, settle
 
 
@@ -158,7 +159,7 @@ async def test_follow_ups_of_in_memory_handlers_are_scheduled(
     await eventually(lambda: _len(seen, 1))
 
     async def bumped() -> bool:  # after the handler: the worker bumps, then sleeps
-        return await redis.get(f"{redis_prefix}:snapver:42") is not None
+        return await redis.get(version_key(redis_prefix, 42)) is not None
 
     await eventually(bumped)
     await clock.advance(500)

@@ -17,6 +17,9 @@ from tests.web.conftest import (  # noqa: F401  (fixtures, found by pytest by na
     client,
     clock,
     make_client,
+    redis,
+    redis_cluster,
+    redis_topology,
     register,
     web_settings,
 )
@@ -24,7 +27,7 @@ from webfront.app import create_app
 
 
 @pytest.fixture
-async def game_client(aiohttp_client: Any, settings: Settings, redis: Redis) -> Any:
+async def game_client(aiohttp_client: Any, settings: Settings, redis: Redis) -> Any:  # noqa: F811
     """A client of the reference game's web app (build, train, march, recall)."""
     game_settings = settings.model_copy(update={"game": "refgame", "map_radius": 8})
     app = create_app(game_settings, ManualClock(1_750_000_000_000), config=replace(FAST_CONFIG))

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from common.clock import ManualClock
 from common.settings import Settings
-from tests.web.conftest import FAST_CONFIG, PASSWORD
+from tests.web.conftest import FAST_CONFIG, ON_BOTH_TOPOLOGIES, PASSWORD
 from webfront.app import create_app
 from webfront.config import Limit
 
@@ -50,6 +50,7 @@ async def register_victim(client: TestClient, name: str = "victim") -> None:
     client.session.cookie_jar.clear()
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_attempts_refused_by_the_address_limit_cost_the_victim_nothing(proxied: Any) -> None:
     client = await proxied(
         login_per_address=Limit(5, WINDOW),
@@ -67,6 +68,7 @@ async def test_attempts_refused_by_the_address_limit_cost_the_victim_nothing(pro
     assert resp.status == 200, await resp.text()
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_one_address_cannot_lock_the_owner_out(proxied: Any) -> None:
     client = await proxied(
         login_per_address=Limit(1000, WINDOW),
@@ -84,6 +86,7 @@ async def test_one_address_cannot_lock_the_owner_out(proxied: Any) -> None:
     assert (await login(client, "victim", PASSWORD, "198.51.100.7")).status == 200
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_the_account_ceiling_needs_many_addresses(proxied: Any, clock: ManualClock) -> None:
     """Guessing from many addresses still meets a per-account ceiling."""
     client = await proxied(

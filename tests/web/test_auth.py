@@ -15,7 +15,7 @@ from common.settings import Settings
 from db.models import Player, PlayerSession, Village
 from refgame.models import Building
 from refgame.resources import STOCKS
-from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
+from tests.web.conftest import ON_BOTH_TOPOLOGIES, PASSWORD, MakeClient, RegisterFn
 from webfront import keys
 from webfront.auth import SessionOut
 from webfront.sessions import COOKIE, token_hash
@@ -51,6 +51,7 @@ async def test_register_same_name_is_409(client: TestClient, register: RegisterF
     assert (await resp.json())["error"]["code"] == "name_taken"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_login_gives_a_new_token_each_time(client: TestClient, register: RegisterFn) -> None:
     first = await register("Carol")
     tokens = set()
@@ -77,6 +78,7 @@ async def test_wrong_password_and_unknown_name_look_the_same(
     assert (await wrong.json())["error"]["code"] == "invalid_credentials"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_logout_revokes_the_token_everywhere(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings
 ) -> None:
@@ -104,6 +106,7 @@ async def test_cookie_session_works_like_a_bearer_token(
     assert (await resp.json())["player_id"] == player.player_id
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_sessions_expire(
     client: TestClient, register: RegisterFn, clock: ManualClock, web_settings: Settings,
     redis: Redis,
@@ -140,6 +143,7 @@ async def test_forged_and_malformed_tokens_are_401(
             assert body["error"]["code"] == "unauthorized"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_login_rate_limit_per_account(make_client: MakeClient, clock: ManualClock) -> None:
     from webfront.config import Limit
 
@@ -162,6 +166,7 @@ async def test_login_rate_limit_per_account(make_client: MakeClient, clock: Manu
     assert resp.status == 200
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_login_rate_limit_per_address(make_client: MakeClient) -> None:
     from webfront.config import Limit
 

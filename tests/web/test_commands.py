@@ -15,7 +15,7 @@ from common.clock import ManualClock
 from common.queue import EventQueue
 from common.settings import Settings
 from db.models import IdempotentResponse, ScheduledEvent
-from tests.web.conftest import MakeClient, RegisterFn
+from tests.web.conftest import ON_BOTH_TOPOLOGIES, MakeClient, RegisterFn
 from tests.web.helpers import set_wood, wood_fixed
 from tests.web.minigame.commands import AFTER_COMMIT_LOG
 from webfront.config import Limit
@@ -23,6 +23,7 @@ from webfront.config import Limit
 SPEND = "/api/test/spend"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_a_command_spends_bumps_the_snapshot_and_runs_hooks(
     client: TestClient, register: RegisterFn, engine: AsyncEngine
 ) -> None:
@@ -53,6 +54,7 @@ async def test_touched_players_see_a_new_version_too(
     assert resp.status == 200
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_scheduled_events_are_committed_and_indexed(
     client: TestClient, register: RegisterFn, engine: AsyncEngine, redis: Redis,
     web_settings: Settings, clock: ManualClock,
@@ -84,6 +86,7 @@ async def test_rule_errors_have_the_error_shape(
     assert await wood_fixed(engine, alice.village_id) == 10 * SCALE
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_idempotent_replay_returns_the_first_answer_and_spends_once(
     client: TestClient, register: RegisterFn, engine: AsyncEngine
 ) -> None:
@@ -160,6 +163,7 @@ async def test_concurrent_requests_with_one_key_run_once(
         assert stored.scalar() == 1
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_commands_are_rate_limited_per_player(
     make_client: MakeClient, engine: AsyncEngine, clock: ManualClock
 ) -> None:

@@ -195,7 +195,8 @@ def make_cache(max_entries: int = 100, max_age_ms: int = 1_000) -> LocalCache:
 
 def test_entries_live_at_most_max_age_and_sessions_until_they_expire() -> None:
     cache = make_cache(max_age_ms=1_000)
-    cache.fill_from_poll("d1", [b"7:5000", b"42"], False, now_ms=100)
+    cache.fill_session("d1", b"7:5000", now_ms=100)
+    cache.fill_version(7, [b"42"], False, now_ms=100)
     assert cache.player("d1", 1_099) == 7 and cache.version(7, 1_099) == "42"
     assert cache.player("d1", 1_100) is None and cache.version(7, 1_100) is None
     cache.fill_session("d2", b"8:2000", now_ms=1_500)
@@ -207,16 +208,19 @@ def test_revoked_unknown_and_expired_sessions_are_not_remembered() -> None:
     assert not cache.fill_session("d", b"-", now_ms=0)
     assert not cache.fill_session("d", None, now_ms=0)
     assert not cache.fill_session("d", b"7:100", now_ms=100)
-    cache.fill_from_poll("d", [b"-"], False, now_ms=0)
+    cache.fill_version(7, [], False, now_ms=0)
     assert not cache.sessions and not cache.versions
 
 
 def test_nothing_is_remembered_while_tracking_is_off() -> None:
     cache = LocalCache("p:sess:", "p:snapver:", max_entries=10, max_age_ms=1_000)
-    cache.fill_from_poll("d", [b"7:5000", b"42", b"{}"], False, now_ms=0)
+    cache.fill_session("d", b"7:5000", now_ms=0)
+    cache.fill_version(7, [b"42", b"{}"], False, now_ms=0)
     assert cache.player("d", 1) is None and cache.version(7, 1) is None
+    assert cache.body(7, "42", False) == b"{}"  # bodies are immutable per version
     cache.tracking_started()
-    cache.fill_from_poll("d", [b"7:5000", b"42", b"{}"], False, now_ms=0)
+    cache.fill_session("d", b"7:5000", now_ms=0)
+    cache.fill_version(7, [b"42", b"{}"], False, now_ms=0)
     assert cache.player("d", 1) == 7 and cache.body(7, "42", False) == b"{}"
     cache.tracking_lost()
     assert cache.player("d", 1) is None and cache.version(7, 1) is None
@@ -225,8 +229,9 @@ def test_nothing_is_remembered_while_tracking_is_off() -> None:
 def test_pushes_forget_their_keys_and_a_flush_forgets_all() -> None:
     cache = make_cache()
     for i in range(3):
-        cache.fill_from_poll(f"d{i}", [b"%d:5000" % i, b"1"], False, now_ms=0)
-    cache.invalidate([b"p:snapver:0", b"p:sess:d1", b"other:key", b"p:snapver:x"])
+        cache.fill_session(f"d{i}", b"%d:5000" % i, now_ms=0)
+        cache.fill_version(i, [b"1"], False, now_ms=0)
+    cache.invalidate([b"p:snapver:{0}", b"p:sess:d1", b"other:key", b"p:snapver:{x}"])
     assert cache.version(0, 1) is None and cache.version(1, 1) == "1"
     assert cache.player("d1", 1) is None and cache.player("d0", 1) == 0
     cache.invalidate(None)
@@ -250,9 +255,9 @@ async def test_a_reply_read_before_a_change_is_forgotten_by_the_change() -> None
     protocol = _Protocol()
     protocol.tracker = cache
     waiter = asyncio.get_running_loop().create_future()
-    protocol.waiters.append((waiter, lambda r: cache.fill_from_poll("d", r, False, now_ms=0)))
-    reply = b"*2\r\n$6\r\n7:5000\r\n$2\r\n41\r\n"
-    push = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$11\r\np:snapver:7\r\n"
+    protocol.waiters.append((waiter, lambda r: cache.fill_version(7, r, False, now_ms=0)))
+    reply = b"*1\r\n$2\r\n41\r\n"
+    push = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$13\r\np:snapver:{7}\r\n"
     protocol.data_received(reply + push)  # one read holds both
-    assert waiter.result() == [b"7:5000", b"41"]
-    assert cache.player("d", 1) == 7 and cache.version(7, 1) is None
+    assert waiter.result() == [b"41"]
+    assert cache.version(7, 1) is None

@@ -13,7 +13,7 @@ from common.clock import ManualClock
 from common.settings import Settings
 from common.snapshot_versions import bump_versions, version_key
 from db.models import Village
-from tests.web.conftest import RegisterFn
+from tests.web.conftest import ON_BOTH_TOPOLOGIES, RegisterFn
 from tests.web.helpers import add_march, add_reports
 from webfront import keys
 from webfront.sessions import token_hash
@@ -42,6 +42,7 @@ async def test_snapshot_content_matches_its_schema(
     assert resp.headers["ETag"].startswith('"') and resp.headers["Vary"] == "Accept"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_if_none_match_gives_304_until_the_version_moves(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings,
     clock: ManualClock,
@@ -69,6 +70,7 @@ async def test_if_none_match_gives_304_until_the_version_moves(
     assert again.status == 304
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_a_version_lost_in_redis_never_matches_an_old_etag(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings,
     clock: ManualClock,
@@ -81,6 +83,7 @@ async def test_a_version_lost_in_redis_never_matches_an_old_etag(
     assert resp.status == 200 and resp.headers["ETag"] != etag
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_the_body_of_one_version_is_built_once_and_cached(
     client: TestClient, register: RegisterFn, engine: AsyncEngine, redis: Redis,
     web_settings: Settings, clock: ManualClock,
@@ -98,6 +101,7 @@ async def test_the_body_of_one_version_is_built_once_and_cached(
     assert fresh["villages"][0]["name"] == "Renamed"
 
 
+@ON_BOTH_TOPOLOGIES
 async def test_a_cold_session_cache_reads_the_database_once(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings
 ) -> None:
@@ -169,8 +173,8 @@ def test_held_version_parsing() -> None:
     assert held_version("12") == ""
 
 
-def test_version_prefix_completes_to_the_version_key() -> None:
-    assert keys.version_prefix("wg") + "17" == version_key("wg", 17)
+def test_every_version_key_starts_with_the_version_prefix() -> None:
+    assert version_key("wg", 17).startswith(keys.version_prefix("wg"))
 
 
 async def test_a_deleted_player_is_logged_out(

@@ -21,7 +21,7 @@ from refgame.models import Base as GameBase
 from refgame.resources import STOCKS
 from tests.conftest import TEST_PG_ADMIN_URL, TEST_REDIS_URL, _admin
 
-DATA = Path(__file__).parent / "db" / "data"
+DATA = Path(__file__).parent / "data"
 OLD_HEAD = "0003"  # the head when the reference game's tables were the framework's
 
 

@@ -29,9 +29,9 @@ import yaml
 from common.embedded_redis import free_port, port_open
 from common.settings import env_variables
 from tests.conftest import TEST_REDIS_URL
-from tests.metric_names import sample_names
+from tests.gameserver.metric_names import sample_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 # variables the third-party images read themselves
 IMAGE_ENV = {

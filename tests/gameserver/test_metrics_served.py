@@ -21,7 +21,7 @@ from gameserver.config import TaskServerConfig
 from gameserver.taskserver import TaskServer
 from gameserver.tick import ShardedTick
 from tests.conftest import TEST_REDIS_URL
-from tests.metric_names import gameserver_families
+from tests.gameserver.metric_names import gameserver_families
 from tests.queue.conftest import eventually
 
 FAST = TaskServerConfig(

@@ -33,7 +33,7 @@ from tests.queue.conftest import eventually
 from webfront.app import create_app
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 TOKEN = "scrape-token-of-this-test-0123456789"
 # Series a running world exports at once (others need traffic, lag or failures first).

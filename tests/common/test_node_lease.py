@@ -18,7 +18,7 @@ from common.ids import IdGenerator
 from common.node_lease import NodeLease, node_keys
 from tests.conftest import TEST_REDIS_URL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_many_processes_starting_at_once_get_distinct_nodes(
