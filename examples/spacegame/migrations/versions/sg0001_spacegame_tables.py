@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from gameapi.migration import add_stock_columns, drop_stock_columns
 
 from gameapi import Resource
+from gameapi.migration import add_stock_columns, drop_stock_columns
 
 revision = "sg0001"
 down_revision = None
