@@ -36,4 +36,3 @@ async def test_bounded_chaos_run_finds_no_violation(tmp_path: Path) -> None:
         "malformed_entries_dead_lettered",
     }
     assert all(c["checked"] > 0 for c in summary.checks), text
-    assert summary.seconds["total"] < 180, text
