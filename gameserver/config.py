@@ -32,7 +32,7 @@ class TaskServerConfig:
     # its due time: under a steady flow the claims come ahead of time and fill up like a
     # backlog's, instead of each returning the few events that came due since the last one.
     # 0: claim only what is due. Keep it far below the game's lookahead (``set_lookahead``).
-    claim_ahead_ms: int = 10
+    claim_ahead_ms: int = 20
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS
