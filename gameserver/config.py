@@ -28,6 +28,11 @@ class TaskServerConfig:
     max_idle_ms: int = MAX_IDLE_MS
     prefetch: bool = True  # while a backlog drains, claim the next batch during this one
     min_claim_interval_ms: int = 5  # a partition with events flowing in is claimed this often
+    # A claim also takes the events due within this many ms and the worker runs each at
+    # its due time: under a steady flow the claims come ahead of time and fill up like a
+    # backlog's, instead of each returning the few events that came due since the last one.
+    # 0: claim only what is due. Keep it far below the game's lookahead (``set_lookahead``).
+    claim_ahead_ms: int = 20
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS
@@ -43,6 +48,8 @@ class TaskServerConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 4000:
             raise ValueError("batch_size must be 1..4000")
+        if not 0 <= self.claim_ahead_ms <= 1000:
+            raise ValueError("claim_ahead_ms must be 0..1000")
         if self.partition_heartbeat_ms * 2 > self.partition_lease_ttl_ms:
             raise ValueError("the partition lease must last at least two heartbeats")
         if self.renew_every_ms * 2 > self.claim_lease_ms:

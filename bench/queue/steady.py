@@ -47,8 +47,13 @@ class Steady:
         return float(np.median(ordered[:tenth])), float(np.median(ordered[-tenth:]))
 
     def summary(self) -> dict[str, Any]:
+        from gameserver.config import TaskServerConfig
+
         first, last = self.backlog_ms()
         return {
+            # the task server runs with the default config: claims take events due this
+            # many ms ahead, which sets how full a steady claim is
+            "claim_ahead_ms": TaskServerConfig().claim_ahead_ms,
             "lateness_p50_first_tenth_ms": first,
             "lateness_p50_last_tenth_ms": last,
             "kept_up": last - first < 50,

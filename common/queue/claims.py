@@ -8,6 +8,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from common.queue import codec
 from common.queue.eventqueue import _CLAIM, EventQueue
 from common.queue.events import Claim
 from common.queue.line import Line, pack_command
@@ -22,11 +23,14 @@ class ClaimLine:
     they run as tasks on the cluster client (routing, redirections).
     """
 
-    def __init__(self, queue: EventQueue, partition: int, limit: int, lease_ms: int) -> None:
+    def __init__(
+        self, queue: EventQueue, partition: int, limit: int, lease_ms: int, ahead_ms: int = 0
+    ) -> None:
         self.queue = queue
         self.partition = partition
         self.limit = limit
         self.lease_ms = lease_ms
+        self.ahead_ms = ahead_ms  # also claim events due this soon (held until due)
         self._line = Line(queue.redis) if line_supported(queue.redis) else None  # type: ignore[arg-type]
         self._sent: list[tuple[bytes, list[bytes], Any]] = []  # (token, acked tokens, request)
 
@@ -36,7 +40,9 @@ class ClaimLine:
 
     async def send(self, ack: list[bytes]) -> None:
         """Send a claim (acking the finished batches ``ack`` first, in the same script call)."""
-        token, keys, args = self.queue.claim_request(self.partition, self.limit, self.lease_ms, ack)
+        token, keys, args = self.queue.claim_request(
+            self.partition, self.limit, self.lease_ms, ack, self.ahead_ms
+        )
         if self._line is not None:
             packed = pack_command(("EVALSHA", _CLAIM.sha, len(keys), *keys, *args))
             await self._line.send(packed)
@@ -71,6 +77,26 @@ class ClaimLine:
 
     def decode(self, token: bytes, reply: list[Any]) -> Claim:
         return self.queue.claim_result(self.partition, token, reply)
+
+    def ready_times(self, claim: Claim, reply: list[Any]) -> dict[int, int]:
+        """Event id -> when it may run, for the retries of a batch claimed ahead.
+
+        A retry waits in *due* under its backoff time (its header's score), later than
+        its due time (game time, which the ``Event`` carries): claimed ahead, it must not
+        run before that. Other events run at their due time and are not listed.
+        """
+        retries = {e.id for e in claim.events if e.attempts}
+        if not self.ahead_ms or not retries:
+            return {}
+        ready: dict[int, int] = {}
+        for blob in codec.split(reply[1]):
+            try:
+                event_id, score = int(blob[6:22], 16), int(blob[22:35])
+            except ValueError:  # a malformed entry (``Claim.bad``): it does not run
+                continue
+            if event_id in retries:
+                ready[event_id] = score
+        return ready
 
     async def close(self) -> None:
         """Forget unread claims (their batches return to *due* when their lease expires)."""

@@ -339,9 +339,20 @@ class EventQueue:
     # --- claiming --------------------------------------------------------------
 
     def claim_request(
-        self, partition: int, limit: int, lease_ms: int, ack: Sequence[bytes] = ()
+        self,
+        partition: int,
+        limit: int,
+        lease_ms: int,
+        ack: Sequence[bytes] = (),
+        ahead_ms: int = 0,
     ) -> tuple[bytes, tuple[str, ...], tuple[Any, ...]]:
-        """(batch token, keys, args) of one claim script call."""
+        """(batch token, keys, args) of one claim script call.
+
+        ``ahead_ms`` > 0 also claims the events due within that many ms from now: the
+        caller holds them until due (``PartitionWorker``). The script takes "now" to be
+        that moment, so a batch whose lease ends within ``ahead_ms`` counts as expired
+        already: the leases last thousands of times longer.
+        """
         if not 1 <= limit <= MAX_CLAIM:
             raise ValueError(f"limit must be 1..{MAX_CLAIM}")
         k = self._keys[partition]
@@ -349,7 +360,8 @@ class EventQueue:
         self._token_seq += 1
         token = b"%s.%x" % (self._token_base, self._token_seq)
         keys = (k.due, k.byid, k.inflight, k.batches, k.dead, k.deadinfo)
-        return token, keys, (now, limit, token, now + lease_ms, b",".join(ack), DUE_MS_MAX)
+        until = now + ahead_ms
+        return token, keys, (until, limit, token, now + lease_ms, b",".join(ack), DUE_MS_MAX)
 
     def claim_result(self, partition: int, token: bytes, reply: list[Any]) -> Claim:
         """Decode the reply of a claim script call."""

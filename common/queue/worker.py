@@ -32,6 +32,7 @@ from gameserver.metrics import QueueMetrics
 log = logging.getLogger(__name__)
 _is_durable = operator.attrgetter("durable")
 _run_order = operator.attrgetter("due_ms", "priority", "id")
+_due = operator.attrgetter("due_ms")
 _ACK_BEFORE_SLEEP_MS = 50  # a longer sleep acks the last batch first instead of later
 HOLD_WARN_MS = 5_000  # a partition holding events back this long says why in a warning
 HOLD_WARN_EVERY_MS = 60_000  # ... and again this often while it lasts
@@ -46,6 +47,7 @@ class _Outcome:
     failures: list[tuple[Event, str, RetryPolicy]] = field(default_factory=list)
     deferred: list[tuple[Event, int]] = field(default_factory=list)
     held: list[Event] = field(default_factory=list)  # not to run yet (``_in_order``)
+    returned: list[Event] = field(default_factory=list)  # claimed ahead, put back unrun
     committed: Committed = field(default_factory=Committed)  # of the durable transactions
     follow_memory: list[NewEvent] = field(default_factory=list)
     players: set[int] = field(default_factory=set)  # touched by in-memory handlers
@@ -140,6 +142,7 @@ class PartitionWorker:
         self._stopping = False
         self._held: set[bytes] = set()  # tokens of our in-flight batches, renewed periodically
         self._holding = False  # the last batch held events back (``_in_order``)
+        self._returned = False  # the last batch put events claimed ahead back unrun
         self._hold_since: int | None = None  # clock ms the current run of holds began
         self._hold_warned = 0  # clock ms of the last warning about it
         label = str(partition)
@@ -173,7 +176,8 @@ class PartitionWorker:
 
     async def _loop(self) -> None:
         q, cfg, p = self.queue, self.config, self.partition
-        line = ClaimLine(q, p, cfg.batch_size, cfg.claim_lease_ms)
+        ahead = 0 if self.burst else cfg.claim_ahead_ms
+        line = ClaimLine(q, p, cfg.batch_size, cfg.claim_lease_ms, ahead)
         unacked: list[bytes] = []  # finished batches whose ack rides on the next claim
         fresh = False  # the claim in flight was sent after clearing ``wake``
         claimed_at = 0  # clock ms of the last fresh claim
@@ -210,8 +214,18 @@ class PartitionWorker:
                     self._report_buried(claim.buried)
                 stale = False  # the batch put events back: the claim's next due time is old
                 if claim:
-                    stale = await self._run_batch(claim)
+                    stale = await self._run_batch(claim, line.ready_times(claim, reply))
                     unacked.append(claim.token)
+                    if self.wake_before != math.inf:  # it held events claimed ahead
+                        # news of later events was ignored meanwhile: claim, do not sleep
+                        self.wake_before = math.inf
+                        stale = True
+                if self._returned and line.pending:
+                    # events claimed ahead went back: a claim sent before they did holds
+                    # events after them in the run order, so it goes back too
+                    await self._wind_down(line, unacked)
+                    unacked = []
+                self._returned = False
                 if self._holding:
                     # events wait at the barrier, in their order: run nothing after them (a
                     # prefetched batch goes back too) until the earliest pending event is done
@@ -232,7 +246,10 @@ class PartitionWorker:
                     self.drained.set()
                     return
                 deadline = now + cfg.max_idle_ms
-                for t in (claim.next_due_ms, claim.next_deadline_ms):
+                for t in (
+                    None if claim.next_due_ms is None else claim.next_due_ms - ahead,
+                    claim.next_deadline_ms,
+                ):
                     if t is not None and t < deadline:
                         deadline = t
                 if n:  # events are flowing in: claim them in bigger, fewer batches
@@ -291,8 +308,11 @@ class PartitionWorker:
 
     # --- running a batch ----------------------------------------------------------
 
-    async def _run_batch(self, claim: Claim) -> bool:
-        """Run a claimed batch; True if it put events back into this partition."""
+    async def _run_batch(self, claim: Claim, ready: dict[int, int] | None = None) -> bool:
+        """Run a claimed batch; True if it put events back into this partition.
+
+        ``ready``: event id -> when it may run, where that is not its due time (a retry
+        claimed ahead, ``ClaimLine.ready_times``)."""
         q, p = self.queue, self.partition
         events = claim.events
         self._claimed.inc(len(events) + len(claim.bad))
@@ -305,10 +325,25 @@ class PartitionWorker:
         n = len(events)
         events, out.held = await self._in_order(events)
         i = 0
+        clock = q.clock
+        step = 0  # claimed ahead, the batch runs in steps: the next one not before this
+        at = (lambda e: ready.get(e.id, e.due_ms)) if ready else _due  # when it may run
+        last = (max(map(at, events)) if ready else events[-1].due_ms) if events else 0
+        if last > clock.now_ms():
+            # while we hold events claimed ahead, news of an event due before our last
+            # one means it may have to run first (``_until_due``)
+            self.wake_before = last + 1
         while i < len(events):
+            now = clock.now_ms()
+            if at(events[i]) > now:  # claimed ahead (``claim_ahead_ms``): not due yet
+                if not await self._until_due(events, i, out, max(at(events[i]), step)):
+                    out.returned = events[i:]
+                    break
+                continue  # look again: ``_in_order`` may have held some back
+            step = now + self.config.min_claim_interval_ms
             kind = events[i].kind
             j = i + 1
-            while j < len(events) and events[j].kind == kind:
+            while j < len(events) and events[j].kind == kind and at(events[j]) <= now:
                 j += 1
             group = events if (i == 0 and j == len(events)) else events[i:j]
             i = j
@@ -328,8 +363,33 @@ class PartitionWorker:
             await self._run_group(reg, group, out)
         await self._finish(claim, out, n)
         return bool(
-            out.failures or out.deferred or out.held or out.committed.events or out.follow_memory
+            out.failures
+            or out.deferred
+            or out.held
+            or out.returned
+            or out.committed.events
+            or out.follow_memory
         )
+
+    async def _until_due(self, events: list[Event], i: int, out: _Outcome, until: int) -> bool:
+        """Sleep until ``until``, when ``events[i]``, claimed ahead, may run (the batch runs
+        in steps of ``min_claim_interval_ms``, not one wake-up per ms).
+
+        False: put ``events[i:]`` back unrun instead, to be claimed again in order, since
+        an event may now come before them: one scheduled since the claim (``wake``), or a
+        follow-up of this batch; or the worker stops. Durable ones pass ``_in_order`` again
+        once due (events committed since the claim that Redis may not know yet), which may
+        hold some of them back."""
+        if self._stopping or self.wake.is_set() or out.follow_memory or out.committed.events:
+            return False
+        await self.queue.clock.sleep_until(until, self.wake)
+        if self._stopping or self.wake.is_set() or not self.lease_valid():
+            return False
+        if self.sessions is not None and any(map(_is_durable, events[i:])):
+            run, held = await self._in_order(events[i:])
+            events[i:] = run
+            out.held.extend(held)
+        return True
 
     async def _in_order(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
         """Split a claimed batch into (events to run now, in run order; events to put back).
@@ -540,9 +600,12 @@ class PartitionWorker:
             await q.hold(p, token, out.held)
             self._held_back.inc(len(out.held))
             self._holding = True
+        if out.returned:
+            await q.hold(p, token, out.returned)
+            self._returned = True
         if out.redelivered:
             self._redelivered.inc(out.redelivered)
-        self._acked.inc(n - failed - len(out.deferred) - len(out.held))
+        self._acked.inc(n - failed - len(out.deferred) - len(out.held) - len(out.returned))
         if out.follow_memory:
             await q.schedule_many(out.follow_memory)
         out.committed.players.update(out.players)
