@@ -59,7 +59,7 @@ async def test_tables_stay_bounded_under_a_stream(
         player_id = (
             await session.execute(
                 insert(Player)
-                .values(name="p", password_hash="x", created_ms=START_MS, is_bot=True)
+                .values(name="p", name_key="p", password_hash="x", created_ms=START_MS, is_bot=True)
                 .returning(Player.id)
             )
         ).scalar_one()
@@ -159,7 +159,7 @@ async def test_the_reference_game_prunes_old_reports(
         player_id = (
             await session.execute(
                 insert(Player)
-                .values(name="p", password_hash="x", created_ms=START_MS, is_bot=True)
+                .values(name="p", name_key="p", password_hash="x", created_ms=START_MS, is_bot=True)
                 .returning(Player.id)
             )
         ).scalar_one()
