@@ -104,18 +104,7 @@ async def _place_order(
 
 async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> dict[str, Any]:
     await own_village(tx, player_id, village_id)
-    buildings = await state.buildings_of(tx.session, village_id)
-    queued = (
-        (
-            await tx.session.execute(
-                select(BuildOrder)
-                .where(BuildOrder.village_id == village_id)
-                .order_by(BuildOrder.done_ms)
-            )
-        )
-        .scalars()
-        .all()
-    )
+    buildings, queued = await state.buildings_and_queue(tx.session, village_id)
     plan = plan_build(kind, buildings, queued, tx.now_ms, tx.world_speed)
     order_id, spent_ms = await _place_order(
         tx, player_id, village_id, plan.cost.as_dict(), BuildOrder, BUILD_DONE,
