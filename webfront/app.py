@@ -16,7 +16,7 @@ from common.redis_conn import create_redis
 from common.settings import Settings
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
-from webfront import auth, clocksync, health, keys, mapview, openapi, reports, snapshot
+from webfront import auth, clocksync, health, keys, mapview, openapi, push, reports, snapshot
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
 from webfront.fastredis import FastRedis
@@ -175,12 +175,14 @@ def create_app(
     app[EVENT_KINDS] = handler_registry(game, settings)
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
+    push.install(app)
     mount(
         app,
         [
             *clocksync.ENDPOINTS,
             *auth.ENDPOINTS,
             *snapshot.ENDPOINTS,
+            *push.ENDPOINTS,
             *mapview.ENDPOINTS,
             *reports.ENDPOINTS,
             *endpoints_for(game.commands, game.rule_errors),

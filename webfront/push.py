@@ -1,0 +1,276 @@
+"""``GET /api/events``: a server-sent event stream per player, fed by the version bumps.
+
+Every snapshot version bump (``common.snapshot_versions``) and every alert a game
+sends (``Tx.alert``) is published on the world's Redis channel. Each web process
+holds ONE subscription to it (``PushHub``) and hands each message to the open
+streams of its players (a dict player -> channels), never a Redis connection per
+browser. A stream carries:
+
+- ``event: version`` ``data: {"version": N}``: the player's snapshot changed; fetch it
+  (its ETag is ``"N"``).
+- ``event: alert`` ``data: {"kind": ..., "data": {...}}``: e.g. ``incoming_attack``.
+- ``event: resync``: messages may have been lost (the subscription was re-made, e.g.
+  after a Redis restart): fetch the snapshot.
+- a comment every ``heartbeat_s`` so proxies keep the connection open.
+
+A client whose stream falls ``buffer`` messages behind is dropped (its connection
+closed), so it never holds up the others; the SDK then polls. At most
+``PUSH_MAX_CHANNELS`` streams are open per process; one more is answered 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from common import supervise
+from common.snapshot_versions import push_channel
+from webfront.auth import authenticate
+from webfront.errors import ApiError
+from webfront.routing import Endpoint
+from webfront.state import SETTINGS
+
+log = logging.getLogger("webfront.push")
+
+_RESYNC = b"event: resync\ndata: {}\n\n"
+_HEARTBEAT = b": keep-alive\n\n"
+# the browser's EventSource waits this long before it reconnects
+_HELLO = b"retry: 5000\n: connected\n\n"
+_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache, no-transform",
+    "X-Accel-Buffering": "no",  # nginx: pass each event on at once
+}
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    heartbeat_s: float = 15.0  # a comment after this long without an event
+    buffer: int = 64  # messages a stream may fall behind before it is dropped
+    retry_min_s: float = 0.1  # wait before re-subscribing after a Redis failure, doubling
+    retry_max_s: float = 5.0
+
+
+class Channel:
+    """One open stream: messages waiting to be written, and whether it was dropped."""
+
+    __slots__ = ("dropped", "messages", "player_id", "transport", "wake")
+
+    def __init__(self, player_id: int, transport: asyncio.Transport | None) -> None:
+        self.player_id = player_id
+        self.transport = transport
+        self.messages: deque[bytes] = deque()
+        self.wake = asyncio.Event()
+        self.dropped = False
+
+
+class PushHub:
+    """This process's subscription and its open streams."""
+
+    def __init__(self, redis: Redis, prefix: str, max_channels: int, config: PushConfig) -> None:
+        self.redis = redis  # for the subscription only (its own connection)
+        self.channel_name = push_channel(prefix)
+        self.max_channels = max_channels
+        self.config = config
+        self.channels: dict[int, set[Channel]] = {}
+        self.count = 0
+        self.dropped = 0  # streams dropped for falling behind, since start
+        self.subscriptions = 0  # (re)subscriptions made, since start
+        self.changed = asyncio.Condition()  # notified when a stream opens or closes
+        self.subscribed = asyncio.Event()  # set while the subscription is up
+
+    # ---- streams
+
+    def open(self, player_id: int, transport: asyncio.Transport | None) -> Channel:
+        if self.count >= self.max_channels:
+            raise ApiError(
+                503,
+                "unavailable",
+                "this server holds all the event streams it can; poll the snapshot instead",
+                headers={"Retry-After": "30"},
+            )
+        channel = Channel(player_id, transport)
+        self.channels.setdefault(player_id, set()).add(channel)
+        self.count += 1
+        return channel
+
+    async def close(self, channel: Channel) -> None:
+        held = self.channels.get(channel.player_id)
+        if held is None or channel not in held:
+            return
+        held.discard(channel)
+        if not held:
+            del self.channels[channel.player_id]
+        self.count -= 1
+        async with self.changed:
+            self.changed.notify_all()
+
+    def _offer(self, channel: Channel, message: bytes) -> None:
+        if channel.dropped:
+            return
+        if len(channel.messages) >= self.config.buffer:
+            # a slow client: drop it (it polls) rather than buffer without bound
+            channel.dropped = True
+            self.dropped += 1
+            channel.messages.clear()
+            if channel.transport is not None:
+                channel.transport.abort()
+        else:
+            channel.messages.append(message)
+        channel.wake.set()
+
+    def deliver(self, data: bytes) -> None:
+        """One message of the Redis channel to the streams it concerns."""
+        kind, _, rest = data.partition(b" ")
+        channels = self.channels
+        if kind == b"v":
+            for change in rest.split():
+                player, _, version = change.partition(b":")
+                held = channels.get(int(player))
+                if held:
+                    message = b'event: version\ndata: {"version":%s}\n\n' % version
+                    for channel in list(held):
+                        self._offer(channel, message)
+        elif kind == b"a":
+            for player, alert_kind, payload in json.loads(rest):
+                held = channels.get(player)
+                if held:
+                    body = json.dumps({"kind": alert_kind, "data": payload}).encode()
+                    message = b"event: alert\ndata: " + body + b"\n\n"
+                    for channel in list(held):
+                        self._offer(channel, message)
+
+    def resync(self) -> None:
+        """Every stream may have missed messages: tell them all to refetch."""
+        for held in list(self.channels.values()):
+            for channel in list(held):
+                self._offer(channel, _RESYNC)
+
+    async def stop(self) -> None:
+        """End every stream (at shutdown: open streams would hold the server up)."""
+        for held in list(self.channels.values()):
+            for channel in held:
+                channel.dropped = True
+                channel.wake.set()
+
+    # ---- the one subscription
+
+    async def run(self) -> None:
+        """Subscribe and deliver until cancelled; re-subscribe after any failure."""
+        delay = self.config.retry_min_s
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(self.channel_name)
+                while True:
+                    message = await pubsub.get_message(timeout=self.config.heartbeat_s)
+                    if message is None:
+                        continue
+                    if message["type"] == "message":
+                        self._deliver_safely(message["data"])
+                    elif message["type"] == "subscribe":
+                        # (re)subscribed: anything published meanwhile was lost
+                        self.subscriptions += 1
+                        self.subscribed.set()
+                        delay = self.config.retry_min_s
+                        self.resync()
+            except (RedisError, OSError) as exc:
+                self.subscribed.clear()
+                log.warning("push subscription lost (%s); re-subscribing", type(exc).__name__)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.retry_max_s)
+
+    def _deliver_safely(self, data: bytes) -> None:
+        try:
+            self.deliver(data)
+        except (ValueError, TypeError) as exc:  # not ours: another writer on the channel
+            log.warning("push: a malformed message on %s: %s", self.channel_name, exc)
+
+
+PUSH = web.AppKey("push", PushHub)
+PUSH_CONFIG = web.AppKey("push_config", PushConfig)
+
+
+async def hub_context(app: web.Application) -> AsyncIterator[None]:
+    """The hub and its subscription while the app runs (``app.cleanup_ctx``)."""
+    settings = app[SETTINGS]
+    redis = Redis.from_url(
+        settings.redis_url,
+        health_check_interval=10,
+        client_name=f"{settings.redis_prefix}:push",  # findable in CLIENT LIST
+    )
+    config = app.get(PUSH_CONFIG) or PushConfig()
+    hub = PushHub(redis, settings.redis_prefix, settings.push_max_channels, config)
+    app[PUSH] = hub
+    running = supervise.start("push-subscription", hub.run)
+    yield
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    await redis.aclose()
+
+
+async def stop_streams(app: web.Application) -> None:
+    """``app.on_shutdown``: end the open streams so the server can stop."""
+    if PUSH in app:
+        await app[PUSH].stop()
+
+
+def install(app: web.Application) -> None:
+    app.cleanup_ctx.append(hub_context)
+    app.on_shutdown.append(stop_streams)
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    player_id = await authenticate(request)  # errors before the stream: the JSON shape
+    hub = request.app[PUSH]
+    channel = hub.open(player_id, request.transport)  # type: ignore[arg-type]
+    response = web.StreamResponse(headers=_HEADERS)
+    try:
+        await response.prepare(request)
+        await response.write(_HELLO)
+        heartbeat = hub.config.heartbeat_s
+        wake = channel.wake
+        while not channel.dropped:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), heartbeat)
+            wake.clear()
+            if request.transport is None or request.transport.is_closing():
+                break  # the client left: found at the next event or heartbeat
+            if channel.dropped:
+                break
+            if channel.messages:
+                batch = b"".join(channel.messages)
+                channel.messages.clear()
+                await response.write(batch)
+            else:
+                await response.write(_HEARTBEAT)
+    except (ConnectionError, RuntimeError):
+        pass  # the client left while we wrote (aiohttp raises one of these)
+    finally:
+        await hub.close(channel)
+    return response
+
+
+ENDPOINTS = [
+    Endpoint(
+        "GET",
+        "/api/events",
+        events,
+        "The player's server-sent events: snapshot version changes, alerts, resync",
+        "game",
+        media_type="text/event-stream",
+        errors=(503,),
+    ),
+]
