@@ -11,7 +11,9 @@ browser. A stream carries:
 - ``event: alert`` ``data: {"kind": ..., "data": {...}}``: e.g. ``incoming_attack``.
 - ``event: resync``: messages may have been lost (the subscription was re-made, e.g.
   after a Redis restart): fetch the snapshot.
-- a comment every ``heartbeat_s`` so proxies keep the connection open.
+- a comment every ``heartbeat_s`` so proxies keep the connection open. One timer of the
+  hub sweeps the streams for the due ones, each stream on its own random phase: streams
+  opened together (a deploy, a reconnect wave) do not all beat in the same instant.
 
 A client whose stream falls ``buffer`` messages behind is dropped (its connection
 closed), so it never holds up the others; the SDK then polls. At most
@@ -24,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -63,14 +66,16 @@ class PushConfig:
 class Channel:
     """One open stream: messages waiting to be written, and whether it was dropped."""
 
-    __slots__ = ("dropped", "messages", "player_id", "transport", "wake")
+    __slots__ = ("beat", "dropped", "due", "messages", "player_id", "transport", "wake")
 
-    def __init__(self, player_id: int, transport: asyncio.Transport | None) -> None:
+    def __init__(self, player_id: int, transport: asyncio.Transport | None, due: float) -> None:
         self.player_id = player_id
         self.transport = transport
         self.messages: deque[bytes] = deque()
         self.wake = asyncio.Event()
         self.dropped = False
+        self.beat = False  # a heartbeat is due
+        self.due = due  # loop time of the next heartbeat
 
 
 class PushHub:
@@ -98,7 +103,8 @@ class PushHub:
                 "this server holds all the event streams it can; poll the snapshot instead",
                 headers={"Retry-After": "30"},
             )
-        channel = Channel(player_id, transport)
+        loop_now = asyncio.get_running_loop().time()
+        channel = Channel(player_id, transport, loop_now + self.config.heartbeat_s * _phase())
         self.channels.setdefault(player_id, set()).add(channel)
         self.count += 1
         return channel
@@ -162,6 +168,20 @@ class PushHub:
                 channel.dropped = True
                 channel.wake.set()
 
+    async def beat(self) -> None:
+        """Wake the streams whose heartbeat is due, a few times per heartbeat period."""
+        heartbeat = self.config.heartbeat_s
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(0.25, heartbeat / 4))  # a few streams per sweep
+            now = loop.time()
+            for held in list(self.channels.values()):
+                for channel in held:
+                    if channel.due <= now:
+                        channel.due = now + heartbeat
+                        channel.beat = True
+                        channel.wake.set()
+
     # ---- the one subscription
 
     async def run(self) -> None:
@@ -199,6 +219,10 @@ class PushHub:
             log.warning("push: a malformed message on %s: %s", self.channel_name, exc)
 
 
+def _phase() -> float:
+    return random.uniform(0.5, 1.0)
+
+
 PUSH = web.AppKey("push", PushHub)
 PUSH_CONFIG = web.AppKey("push_config", PushConfig)
 
@@ -215,9 +239,11 @@ async def hub_context(app: web.Application) -> AsyncIterator[None]:
     hub = PushHub(redis, settings.redis_prefix, settings.push_max_channels, config)
     app[PUSH] = hub
     running = supervise.start("push-subscription", hub.run)
+    beating = supervise.start("push-heartbeat", hub.beat)
     yield
     running.cancel()
-    await asyncio.gather(running, return_exceptions=True)
+    beating.cancel()
+    await asyncio.gather(running, beating, return_exceptions=True)
     await redis.aclose()
 
 
@@ -240,11 +266,9 @@ async def events(request: web.Request) -> web.StreamResponse:
     try:
         await response.prepare(request)
         await response.write(_HELLO)
-        heartbeat = hub.config.heartbeat_s
         wake = channel.wake
         while not channel.dropped:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), heartbeat)
+            await wake.wait()
             wake.clear()
             if request.transport is None or request.transport.is_closing():
                 break  # the client left: found at the next event or heartbeat
@@ -254,8 +278,9 @@ async def events(request: web.Request) -> web.StreamResponse:
                 batch = b"".join(channel.messages)
                 channel.messages.clear()
                 await response.write(batch)
-            else:
+            elif channel.beat:
                 await response.write(_HEARTBEAT)
+            channel.beat = False
     except (ConnectionError, RuntimeError):
         pass  # the client left while we wrote (aiohttp raises one of these)
     finally:
