@@ -344,8 +344,10 @@ def push_command(
 ) -> None:  # fmt: skip
     """Pushed updates: one web process holding N event streams; bump-to-client latency."""
     from bench.push import push_bench
+    from bench.queue import load_average
 
     async def go() -> None:
+        load_at_start = load_average()
         summary = await push_bench(channels, rate, duration, burst, bursts, redis_url)
         steady, burst_figures = summary["steady"], summary["bursts"]
         rows = [
@@ -363,7 +365,9 @@ def push_command(
             f"a core at {rate:,.0f} changes/s ({steady['web_cpu_us_per_change']} µs each); "
             f"target p99 < 1 s met: {summary['target']['met']}"
         )
-        machine = report.machine_info()
+        machine = report.machine_info(
+            {"loadavg_at_start": load_at_start, "loadavg_at_end": load_average()}
+        )
         path = report.save_json(out, "push", {"machine": machine, **summary})
         report.console.print(f"wrote {path}")
 
