@@ -64,12 +64,14 @@ class GameDriver:
         self.world_speed = world_speed
         self.ids = IdGenerator(clock)
         self.events_run: list[tuple[str, int, int]] = []
+        self.alerts: list[tuple[int, str, Any]] = []  # of committed commands
 
     async def command(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         async with self.sessions() as session, session.begin():
             tx = DriverTx(session, self.clock.now_ms(), self.world_speed, self.ids)
             result = await fn(tx, *args)
             await tx.flush()
+        self.alerts.extend(tx.alerts)
         return result
 
     async def run_until(self, until_ms: int) -> int:
