@@ -90,7 +90,7 @@ class PushHub:
         self.count = 0
         self.dropped = 0  # streams dropped for falling behind, since start
         self.subscriptions = 0  # (re)subscriptions made, since start
-        self.changed = asyncio.Condition()  # notified when a stream opens or closes
+        self.changed = asyncio.Condition()  # notified when a stream closes
         self.subscribed = asyncio.Event()  # set while the subscription is up
 
     # ---- streams
@@ -135,25 +135,32 @@ class PushHub:
         channel.wake.set()
 
     def deliver(self, data: bytes) -> None:
-        """One message of the Redis channel to the streams it concerns."""
+        """One message of the Redis channel to the streams it concerns; a malformed message
+        (ValueError, TypeError) reaches none: it is read whole before any is sent."""
         kind, _, rest = data.partition(b" ")
-        channels = self.channels
+        out: list[tuple[int, bytes]] = []
         if kind == b"v":
-            for change in rest.split():
+            for change in rest.split(b" "):
                 player, _, version = change.partition(b":")
-                held = channels.get(int(player))
-                if held:
-                    message = b'event: version\ndata: {"version":%s}\n\n' % version
-                    for channel in list(held):
-                        self._offer(channel, message)
+                if not version.isdigit():  # written into the stream: digits only
+                    raise ValueError("a version is not a number")
+                player_id = int(player)
+                if player_id in self.channels:  # most players of a batch stream elsewhere
+                    out.append((player_id, b'event: version\ndata: {"version":%s}\n\n' % version))
         elif kind == b"a":
             for player, alert_kind, payload in json.loads(rest):
-                held = channels.get(player)
-                if held:
-                    body = json.dumps({"kind": alert_kind, "data": payload}).encode()
-                    message = b"event: alert\ndata: " + body + b"\n\n"
-                    for channel in list(held):
-                        self._offer(channel, message)
+                if type(player) is not int or not isinstance(alert_kind, str):
+                    raise TypeError("an alert is [player, kind, data]")
+                body = json.dumps({"kind": alert_kind, "data": payload}).encode()
+                out.append((player, b"event: alert\ndata: " + body + b"\n\n"))
+        else:
+            raise ValueError("an unknown kind of message")
+        channels = self.channels
+        for player_id, message in out:
+            held = channels.get(player_id)
+            if held:
+                for channel in list(held):
+                    self._offer(channel, message)
 
     def resync(self) -> None:
         """Every stream may have missed messages: tell them all to refetch."""

@@ -197,3 +197,13 @@ async def test_a_client_that_falls_behind_is_dropped_not_buffered() -> None:
     assert slow.dropped and not other.dropped
     assert pushes.dropped == 1
     assert isinstance(slow, Channel) and not slow.messages
+
+
+async def test_a_malformed_message_reaches_no_stream() -> None:
+    pushes = PushHub(Redis(), "unused", 10, QUICK)  # never connects
+    channel = pushes.open(1, None)
+    for data in (b"v 1:12\nevent: evil", b"v 1:1x", b"v x:1", b"a [[1]]", b"a {", b"zzz"):
+        pushes._deliver_safely(data)
+    assert not channel.messages
+    pushes.deliver(b"v 1:12")
+    assert list(channel.messages) == [b'event: version\ndata: {"version":12}\n\n']
