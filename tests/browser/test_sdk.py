@@ -339,3 +339,17 @@ def test_pushed_changes_are_fetched_at_once_and_alerts_arrive(page: Page, stack:
     assert snapshots[-1]["headers"].get("If-None-Match")
     page.evaluate("pushed.poller.stop()")
     assert page.evaluate("pushed.seen.push.at(-1)") is False
+
+
+def test_without_a_stream_the_poller_polls_with_its_back_off(page: Page, stack: Stack) -> None:
+    """The stream cannot be held (here: its URL answers 404): ETag polling goes on as without
+    push, and the stream is tried again later (pushRetryMs), not in a loop."""
+    open_test_page(page, stack)
+    page.evaluate("(name) => cases.startUnpushed(name)", "unpushed")
+    page.wait_for_function("unpushed.polls.length >= 6")
+    assert page.evaluate("unpushed.poller.source") is None  # closed, a retry is timed
+    assert page.evaluate("unpushed.push") == []  # it never opened
+    delays = [p["delayMs"] for p in page.evaluate("unpushed.polls")]
+    assert max(delays) <= 200  # the back-off, not the safety interval
+    assert page.evaluate("unpushed.polls.filter((p) => p.status === 304).length") >= 3
+    page.evaluate("unpushed.poller.stop()")

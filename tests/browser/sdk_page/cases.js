@@ -170,9 +170,22 @@ async function startPushed(name) {
   return String(village.id);
 }
 
+/* A stream the server refuses (404): the poller keeps polling with its back-off. */
+async function startUnpushed(name) {
+  const { game, calls } = recorded();
+  await game.register(name, PASSWORD);
+  const poller = game.poll({ minMs: 40, maxMs: 200, eventsPath: 'no-such-stream', pushRetryMs: 600000 });
+  const polls = [];
+  const push = [];
+  poller.addEventListener('poll', (event) => polls.push(event.detail));
+  poller.addEventListener('push', (event) => push.push(event.detail.open));
+  window.unpushed = { game, poller, calls, polls, push };
+  poller.start();
+}
+
 /* A WebGame that only waits for the tab to show again (its clock resyncs then). */
 function idleGame() {
   window.idle = new WebGame();
 }
 
-window.cases = { clockSync, startPolling, pollingCommand, idempotency, errors, idleGame, startPushed };
+window.cases = { clockSync, startPolling, pollingCommand, idempotency, errors, idleGame, startPushed, startUnpushed };
