@@ -23,7 +23,6 @@ closed), so it never holds up the others; the SDK then polls. At most
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -31,9 +30,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import hiredis
 from aiohttp import web
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.connection import parse_url
 
 from common import supervise
 from common.snapshot_versions import push_channel
@@ -81,9 +80,10 @@ class Channel:
 class PushHub:
     """This process's subscription and its open streams."""
 
-    def __init__(self, redis: Redis, prefix: str, max_channels: int, config: PushConfig) -> None:
-        self.redis = redis  # for the subscription only (its own connection)
+    def __init__(self, redis_url: str, prefix: str, max_channels: int, config: PushConfig) -> None:
+        self.redis_url = redis_url
         self.channel_name = push_channel(prefix)
+        self.client_name = f"{prefix}:push"  # findable in CLIENT LIST
         self.max_channels = max_channels
         self.config = config
         self.channels: dict[int, set[Channel]] = {}
@@ -92,6 +92,7 @@ class PushHub:
         self.subscriptions = 0  # (re)subscriptions made, since start
         self.changed = asyncio.Condition()  # notified when a stream closes
         self.subscribed = asyncio.Event()  # set while the subscription is up
+        self.subscribed_once = False  # the last connection got as far as subscribing
 
     # ---- streams
 
@@ -195,35 +196,89 @@ class PushHub:
         """Subscribe and deliver until cancelled; re-subscribe after any failure."""
         delay = self.config.retry_min_s
         while True:
-            pubsub = self.redis.pubsub()
             try:
-                await pubsub.subscribe(self.channel_name)
-                while True:
-                    message = await pubsub.get_message(timeout=self.config.heartbeat_s)
-                    if message is None:
-                        continue
-                    if message["type"] == "message":
-                        self._deliver_safely(message["data"])
-                    elif message["type"] == "subscribe":
-                        # (re)subscribed: anything published meanwhile was lost
-                        self.subscriptions += 1
-                        self.subscribed.set()
-                        delay = self.config.retry_min_s
-                        self.resync()
-            except (RedisError, OSError) as exc:
-                self.subscribed.clear()
+                await self._subscribed()
+            except (OSError, EOFError, TimeoutError, hiredis.ProtocolError) as exc:
                 log.warning("push subscription lost (%s); re-subscribing", type(exc).__name__)
             finally:
-                with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()
+                self.subscribed.clear()
+            if self.subscribed_once:
+                delay = self.config.retry_min_s
+                self.subscribed_once = False
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.retry_max_s)
+
+    async def _subscribed(self) -> None:
+        """One connection: subscribe, then deliver until it fails.
+
+        A connection of its own, not redis-py's PubSub: a cancel must stop it at once (at
+        shutdown), and it costs a few µs per message. When nothing came for a heartbeat
+        it PINGs; nothing for another heartbeat is a dead connection.
+        """
+        options = parse_url(self.redis_url)
+        async with asyncio.timeout(5):
+            if "path" in options:
+                reader, writer = await asyncio.open_unix_connection(options["path"])
+            else:
+                reader, writer = await asyncio.open_connection(
+                    options.get("host", "localhost"),
+                    options.get("port", 6379),
+                    ssl=self.redis_url.startswith("rediss://") or None,
+                )
+        try:
+            commands: list[tuple[str, ...]] = []
+            if options.get("password"):
+                user = options.get("username") or "default"
+                commands.append(("AUTH", user, options["password"]))
+            commands.append(("CLIENT", "SETNAME", self.client_name))
+            commands.append(("SUBSCRIBE", self.channel_name))
+            writer.write(b"".join(_pack(c) for c in commands))
+            parser = hiredis.Reader()
+            pinged = False
+            while True:
+                try:
+                    async with asyncio.timeout(self.config.heartbeat_s):
+                        data = await reader.read(1 << 16)
+                except TimeoutError:
+                    if pinged:
+                        raise
+                    writer.write(_pack(("PING",)))
+                    pinged = True
+                    continue
+                if not data:
+                    raise EOFError("Redis closed the connection")
+                pinged = False
+                parser.feed(data)
+                while (reply := parser.gets()) is not False:
+                    if isinstance(reply, hiredis.ReplyError):
+                        raise hiredis.ProtocolError(str(reply))
+                    if type(reply) is not list:
+                        continue  # OK of AUTH and SETNAME
+                    kind = reply[0]
+                    if kind == b"message":
+                        self._deliver_safely(reply[2])
+                    elif kind == b"subscribe":
+                        # (re)subscribed: anything published meanwhile was lost
+                        self.subscriptions += 1
+                        self.subscribed_once = True
+                        self.subscribed.set()
+                        self.resync()
+        finally:
+            writer.close()
 
     def _deliver_safely(self, data: bytes) -> None:
         try:
             self.deliver(data)
         except (ValueError, TypeError) as exc:  # not ours: another writer on the channel
             log.warning("push: a malformed message on %s: %s", self.channel_name, exc)
+
+
+def _pack(args: tuple[str, ...]) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        raw = arg.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    return b"".join(out)
 
 
 def _phase() -> float:
@@ -237,13 +292,8 @@ PUSH_CONFIG = web.AppKey("push_config", PushConfig)
 async def hub_context(app: web.Application) -> AsyncIterator[None]:
     """The hub and its subscription while the app runs (``app.cleanup_ctx``)."""
     settings = app[SETTINGS]
-    redis = Redis.from_url(
-        settings.redis_url,
-        health_check_interval=10,
-        client_name=f"{settings.redis_prefix}:push",  # findable in CLIENT LIST
-    )
     config = app.get(PUSH_CONFIG) or PushConfig()
-    hub = PushHub(redis, settings.redis_prefix, settings.push_max_channels, config)
+    hub = PushHub(settings.redis_url, settings.redis_prefix, settings.push_max_channels, config)
     app[PUSH] = hub
     running = supervise.start("push-subscription", hub.run)
     beating = supervise.start("push-heartbeat", hub.beat)
@@ -251,7 +301,6 @@ async def hub_context(app: web.Application) -> AsyncIterator[None]:
     running.cancel()
     beating.cancel()
     await asyncio.gather(running, beating, return_exceptions=True)
-    await redis.aclose()
 
 
 async def stop_streams(app: web.Application) -> None:

@@ -189,7 +189,7 @@ async def test_a_lost_subscription_is_remade_and_streams_resync(
 
 
 async def test_a_client_that_falls_behind_is_dropped_not_buffered() -> None:
-    pushes = PushHub(Redis(), "unused", 10, replace(QUICK, buffer=2))  # never connects
+    pushes = PushHub("redis://unused", "unused", 10, replace(QUICK, buffer=2))  # never connects
     slow, other = pushes.open(1, None), pushes.open(2, None)
     for version in range(3):
         pushes.deliver(b"v 1:%d 2:%d" % (version, version))
@@ -200,7 +200,7 @@ async def test_a_client_that_falls_behind_is_dropped_not_buffered() -> None:
 
 
 async def test_a_malformed_message_reaches_no_stream() -> None:
-    pushes = PushHub(Redis(), "unused", 10, QUICK)  # never connects
+    pushes = PushHub("redis://unused", "unused", 10, QUICK)  # never connects
     channel = pushes.open(1, None)
     for data in (b"v 1:12\nevent: evil", b"v 1:1x", b"v x:1", b"a [[1]]", b"a {", b"zzz"):
         pushes._deliver_safely(data)
