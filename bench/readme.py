@@ -261,7 +261,8 @@ def push_row(r: Result) -> Row:
         f"push: {r.get('channels'):,} open event streams on one web process, a version bump "
         "to the client",
         f"p50 {steady['p50_ms']:.1f} ms, p99 {steady['p99_ms']:.0f} ms at "
-        f"{steady['rate_per_s']:,.0f} changes/s; bursts of {bursts['players_per_bump']:,}: "
+        f"{steady['changes'] / steady['seconds']:,.0f} changes/s; "
+        f"bursts of {bursts['players_per_bump']:,}: "
         f"p99 {bursts['p99_ms']:.0f} ms; web {steady['web_cpu_share_of_one_core']:.0%} of a "
         f"core, {rss['streams_open']:.0f} MB RSS",
         "—",
