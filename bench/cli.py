@@ -264,6 +264,55 @@ def all_command(
     run_async(go)
 
 
+@cli.command("push")
+@click.option("--channels", type=click.IntRange(1, 100_000), default=10_000, show_default=True,
+              help="open event streams on the one web process")  # fmt: skip
+@click.option("--rate", type=click.FloatRange(1, 20_000), default=200, show_default=True,
+              help="single-player version bumps per second (steady phase)")  # fmt: skip
+@click.option("--duration", type=click.FloatRange(1, 3600), default=20, show_default=True,
+              help="seconds of the steady phase")  # fmt: skip
+@click.option("--burst", type=click.IntRange(1, 100_000), default=1_000, show_default=True,
+              help="players bumped together in one burst (a batch of arrivals)")  # fmt: skip
+@click.option("--bursts", type=click.IntRange(0, 1000), default=5, show_default=True)
+@click.option("--redis-url", default="redis://127.0.0.1:6379/0", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
+def push_command(
+    channels: int, rate: float, duration: float, burst: int, bursts: int, redis_url: str,
+    out: Path,
+) -> None:  # fmt: skip
+    """Pushed updates: one web process holding N event streams; bump-to-client latency."""
+    from bench import report
+    from bench.host import load_average
+    from bench.push import push_bench
+
+    async def go() -> None:
+        load_at_start = load_average()
+        summary = await push_bench(channels, rate, duration, burst, bursts, redis_url)
+        steady, burst_figures = summary["steady"], summary["bursts"]
+        rows = [
+            [f"steady ({steady['changes']:,} changes)", steady["p50_ms"], steady["p99_ms"],
+             steady["max_ms"], steady["lost"]],
+            [f"bursts of {burst:,}", burst_figures["p50_ms"], burst_figures["p99_ms"],
+             burst_figures["max_ms"], burst_figures["lost"]],
+        ]  # fmt: skip
+        title = f"push: {channels:,} streams on one web process, bump -> client (ms)"
+        report.print_table(title, rows, ["", "p50", "p99", "max", "lost"])
+        rss = summary["web_rss_mb"]
+        report.console.print(
+            f"web process: RSS {rss['idle']} MB idle, {rss['streams_open']} MB with the streams "
+            f"({rss['kb_per_stream']} KB each); CPU {steady['web_cpu_share_of_one_core']:.0%} of "
+            f"a core at {rate:,.0f} changes/s ({steady['web_cpu_us_per_change']} µs each); "
+            f"target p99 < 1 s met: {summary['target']['met']}"
+        )
+        machine = report.machine_info(
+            {"loadavg_at_start": load_at_start, "loadavg_at_end": load_average()}
+        )
+        path = report.save_json(out, "push", {"machine": machine, **summary})
+        report.console.print(f"wrote {path}")
+
+    run_async(go)
+
+
 @cli.command("publish")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(

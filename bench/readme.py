@@ -33,7 +33,8 @@ WEBS = (
     "web_sqlite_workers", "web_postgresql_workers", "web_external_workers",
 )  # fmt: skip
 GAMES = ("queue_game_postgresql", "queue_game_sqlite")
-KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES)
+PUSH = "push"
+KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES, PUSH)
 SUMMARY_ONLY = "all"  # bench all's file: a digest of the per-benchmark files written beside it
 
 DB_TITLES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
@@ -49,6 +50,7 @@ LABELS = {
     "web_external_workers": "web external processes",
     "queue_game_postgresql": "game",
     "queue_game_sqlite": "game",
+    PUSH: "push",
 }
 HEADERS = ("what", "ours", "ceiling in the same run", "ratio", "target", "met?")
 Row = tuple[str, str, str, str, str, str]
@@ -251,6 +253,26 @@ def game_row(r: Result) -> Row:
     )
 
 
+def push_row(r: Result) -> Row:
+    steady, bursts = r.get("steady"), r.get("bursts")
+    target = r.get("target.p99_ms_below")
+    rss = r.get("web_rss_mb")
+    return (
+        f"push: {r.get('channels'):,} open event streams on one web process, a version bump "
+        "to the client",
+        f"p50 {steady['p50_ms']:.1f} ms, p99 {steady['p99_ms']:.0f} ms at "
+        f"{steady['changes'] / steady['seconds']:,.0f} changes/s; "
+        f"bursts of {bursts['players_per_bump']:,}: "
+        f"p99 {bursts['p99_ms']:.0f} ms; web {steady['web_cpu_share_of_one_core']:.0%} of a "
+        f"core, {rss['streams_open']:.0f} MB RSS",
+        "—",
+        "—",
+        f"p99 < {target / 1000:g} s, none lost",
+        _verdict([("p99", steady["p99_ms"] < target and bursts["p99_ms"] < target),
+                  ("lost", not steady["lost"] and not bursts["lost"])]),
+    )  # fmt: skip
+
+
 def rows_and_gaps(results: dict[str, Result]) -> tuple[list[Row], list[str]]:
     """The table's rows in reading order, and what could not be shown (never made up)."""
     rows: list[Row] = []
@@ -276,6 +298,8 @@ def rows_and_gaps(results: dict[str, Result]) -> tuple[list[Row], list[str]]:
     rows += [game_row(r) for r in games]
     if not games:
         gaps.append("game march arrivals (queue_game_postgresql.json)")
+    if PUSH in results:  # newer than the other tables: no gap line while unpublished
+        rows.append(push_row(results[PUSH]))
     return rows, gaps
 
 

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     queue_partitions: int = Field(16, ge=1, le=1024, description="event-queue partitions")
     web_host: str = Field("127.0.0.1", description="web server bind address")
     web_port: int = Field(8080, ge=1, le=65535, description="web server port")
+    push_max_channels: int = Field(
+        20_000, ge=0, le=1_000_000, description="open event streams per web process (then 503)"
+    )
     gameserver_metrics_host: str = Field(
         "127.0.0.1", min_length=1, description="task server Prometheus bind address"
     )

@@ -3,23 +3,35 @@
 Every change a player can see bumps their version. A version is never smaller
 than the time of its bump in ms, so after Redis loses its data a fresh version
 (set from the clock) can never equal an ETag a browser still holds.
+
+Every bump is also published on the world's push channel (``push_channel``), in
+the same script: the web processes' server-sent event streams (``webfront.push``)
+tell the players' browsers at once instead of waiting for their next poll.
+Messages: ``v <player>:<version> ...`` (new versions) and ``a <JSON list of
+[player, kind, data]>`` (alerts, ``publish_alerts``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-# KEYS = version keys, ARGV[1] = now_ms; each version = max(old + 1, now_ms)
+# KEYS = version keys, ARGV[1] = now_ms, ARGV[2] = push channel, ARGV[2 + i] = the player
+# of KEYS[i]; each version = max(old + 1, now_ms), all published in one message
 _BUMP = """
 local now = tonumber(ARGV[1])
-for _, key in ipairs(KEYS) do
+local changes = {}
+for i, key in ipairs(KEYS) do
   local v = tonumber(redis.call('GET', key) or '0') + 1
   if v < now then v = now end
   redis.call('SET', key, v)
+  changes[i] = ARGV[i + 2] .. ':' .. v
 end
+redis.call('PUBLISH', ARGV[2], 'v ' .. table.concat(changes, ' '))
 return #KEYS
 """
 # KEYS[1] = version key, ARGV[1] = now_ms; sets the key to now_ms if missing, returns it
@@ -37,23 +49,40 @@ def version_key(prefix: str, player_id: int) -> str:
     return f"{prefix}:snapver:{{{player_id}}}"
 
 
+def push_channel(prefix: str) -> str:
+    """The world's pub/sub channel of version changes and alerts."""
+    return f"{prefix}:push"
+
+
 async def bump_versions(
     redis: Redis | RedisCluster, prefix: str, player_ids: Iterable[int], now_ms: int
 ) -> None:
     """Bump the players' versions: one script call for all of them (a batch of march
     arrivals touches hundreds of players), one per hash slot on a cluster."""
-    keys = [version_key(prefix, p) for p in sorted(set(player_ids))]
-    if not keys:
+    players = sorted(set(player_ids))
+    if not players:
         return
     bump = redis.register_script(_BUMP)
+    channel = push_channel(prefix)
     if not isinstance(redis, RedisCluster):
-        await bump(keys=keys, args=[now_ms])
+        keys = [version_key(prefix, p) for p in players]
+        await bump(keys=keys, args=[now_ms, channel, *players])
         return
-    by_slot: dict[int, list[str]] = {}
-    for key in keys:
-        by_slot.setdefault(redis.keyslot(key), []).append(key)
+    by_slot: dict[int, list[int]] = {}
+    for player in players:
+        by_slot.setdefault(redis.keyslot(version_key(prefix, player)), []).append(player)
     for same_slot in by_slot.values():
-        await bump(keys=same_slot, args=[now_ms])
+        keys = [version_key(prefix, p) for p in same_slot]
+        await bump(keys=keys, args=[now_ms, channel, *same_slot])
+
+
+async def publish_alerts(
+    redis: Redis | RedisCluster, prefix: str, alerts: Sequence[tuple[int, str, Any]]
+) -> None:
+    """Publish ``(player, kind, data)`` alerts on the push channel: one message for all."""
+    if alerts:
+        message = "a " + json.dumps([list(a) for a in alerts], separators=(",", ":"))
+        await redis.publish(push_channel(prefix), message)
 
 
 async def read_version(

@@ -84,6 +84,7 @@ class GameDriver:
         self.registry = handler_registry(game, settings)
         self.ids = IdGenerator(clock)
         self.events_run: list[tuple[str, int, int]] = []  # (kind, place id, due ms)
+        self.alerts: list[tuple[int, str, Any]] = []  # (player, kind, data) of committed commands
 
     def _tx(self, session: AsyncSession, player_id: int | None = None) -> Tx:
         return game_tx(
@@ -104,6 +105,7 @@ class GameDriver:
             tx = self._tx(session, player_id)
             result = await fn(tx, player_id, *args)
             await commit_events(tx)
+        self.alerts.extend(tx.alerts)
         return result
 
     async def run_until(self, until_ms: int) -> int:

@@ -43,6 +43,8 @@ class CommandTx(state.GameTx, Protocol):
 
     async def cancel(self, event_id: int) -> bool: ...
 
+    def alert(self, player_id: int, kind: str, data: dict[str, Any] | None = None) -> None: ...
+
 
 async def own_village(tx: CommandTx, player_id: int, village_id: int) -> state.VillageInfo:
     village = await state.village_info(tx.session, village_id)
@@ -191,6 +193,11 @@ async def send_march(
     event_id = tx.schedule(MARCH, target.id, plan.arrive_ms, {"march_id": march_id})
     await tx.session.execute(update(March).where(March.id == march_id).values(event_id=event_id))
     tx.touch_players([player_id, target.player_id])
+    if plan.kind in ("attack", "raid") and target.player_id is not None:
+        tx.alert(target.player_id, "incoming_attack", {
+            "march_id": march_id, "kind": plan.kind, "target_village_id": target.id,
+            "origin": {"x": origin.x, "y": origin.y}, "arrive_ms": plan.arrive_ms,
+        })  # fmt: skip
     return {
         "march_id": march_id,
         "kind": plan.kind,

@@ -26,6 +26,7 @@ from webfront import (
     mapview,
     openapi,
     protocol,
+    push,
     reports,
     snapshot,
 )
@@ -219,12 +220,14 @@ def create_app(
     app.cleanup_ctx.append(_resources)
     app.cleanup_ctx.append(_id_node)
     app.cleanup_ctx.append(_clock_check)
+    push.install(app)
     mount(
         app,
         [
             *clocksync.ENDPOINTS,
             *auth.ENDPOINTS,
             *snapshot.endpoints(game),
+            *push.ENDPOINTS,
             *mapview.ENDPOINTS,
             *reports.ENDPOINTS,
             *endpoints_for(game.commands, game.rule_errors),

@@ -5,11 +5,12 @@ handler's is the task server's transaction for a batch of events. Both commit
 the game's rows, the events it scheduled (durable ``scheduled_events`` rows)
 and the framework's records together; after the commit ``common.queue.work``
 indexes the events in Redis, tidies cancelled ones, runs ``after_commit``
-callbacks and bumps the snapshot versions of the touched players.
+callbacks, bumps the snapshot versions of the touched players and pushes alerts.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Container, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ class Tx:
     __slots__ = (
         "_session",
         "_stocks",
+        "alerts",
         "callbacks",
         "cancelled",
         "events",
@@ -76,6 +78,7 @@ class Tx:
         self.cancelled: list[tuple[int, int]] = []  # (place id, event id)
         self.touched: set[int] = set()
         self.callbacks: list[Callable[[], Awaitable[None]]] = []
+        self.alerts: list[tuple[int, str, Any]] = []
 
     @property
     def session(self) -> AsyncSession:
@@ -143,3 +146,13 @@ class Tx:
         """Run ``callback`` once the transaction committed; a failure is logged only:
         the committed rows are the truth."""
         self.callbacks.append(callback)
+
+    def alert(self, player_id: int, kind: str, data: dict[str, Any] | None = None) -> None:
+        """Tell ``player_id``'s open clients ``kind`` (e.g. ``"incoming_attack"``) with
+        ``data`` (JSON) once the transaction committed; dropped on a rollback. Pushed on the
+        player's event stream (``GET /api/events``, event ``alert``), not stored: a client
+        that is not connected misses it, so whatever it must see belongs in the snapshot."""
+        if not kind or len(kind) > 64:
+            raise ValueError("an alert kind is 1 to 64 characters")
+        json.dumps(data)  # not JSON: fail in the game's code, not after the commit
+        self.alerts.append((player_id, kind, data or {}))

@@ -1,4 +1,4 @@
-"""The unit of work after a game transaction commits: index, tidy, call back, bump.
+"""The unit of work after a game transaction commits: index, tidy, call back, bump, alert.
 
 The web tier (one command) and the task server (a batch of events) both
 collect what their committed transactions left to do in a ``Committed`` and
@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from common.snapshot_versions import bump_versions
+from common.snapshot_versions import bump_versions, publish_alerts
 
 if TYPE_CHECKING:
     from common.queue.eventqueue import EventQueue
@@ -30,6 +30,7 @@ class Committed:
     cancelled: list[tuple[int, int]] = field(default_factory=list)
     players: set[int] = field(default_factory=set)
     callbacks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    alerts: list[tuple[int, str, Any]] = field(default_factory=list)  # (player, kind, data)
 
     def add(self, tx: Tx, events: list[Event]) -> None:
         """``tx`` committed, with ``events`` its durable events as written."""
@@ -39,12 +40,14 @@ class Committed:
         if tx.player_id is not None:
             self.players.add(tx.player_id)
         self.callbacks.extend(tx.callbacks)
+        self.alerts.extend(tx.alerts)
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.cancelled or self.players or self.callbacks)
+        return bool(self.events or self.cancelled or self.players or self.callbacks or self.alerts)
 
     async def finish(self, queue: EventQueue, now_ms: int, where: str) -> None:
-        """Index the events, tidy cancelled ones, run callbacks, bump snapshot versions."""
+        """Index the events, tidy cancelled ones, run callbacks, bump snapshot versions (each
+        bump is pushed to the players' open streams), then push the alerts."""
         try:
             if self.events:
                 await queue.index(self.events)
@@ -62,3 +65,8 @@ class Committed:
                 await bump_versions(queue.redis, queue.prefix, self.players, now_ms)  # type: ignore[arg-type]
             except Exception as exc:
                 log.warning("%s: bumping snapshot versions failed: %s", where, exc)
+        if self.alerts:
+            try:
+                await publish_alerts(queue.redis, queue.prefix, self.alerts)  # type: ignore[arg-type]
+            except Exception as exc:
+                log.warning("%s: publishing alerts failed: %s", where, exc)

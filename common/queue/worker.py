@@ -514,6 +514,7 @@ class PartitionWorker:
             check_new_event(new, tx.now_ms, tx.now_ms + self.queue.max_ahead_ms)
         out.follow_memory.extend(tx.events)
         out.players.update(tx.touched)
+        out.committed.alerts.extend(tx.alerts)
 
     async def _call_durable(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         if self.sessions is None:

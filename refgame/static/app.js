@@ -4,7 +4,9 @@
  * due times) only when something changed. Between snapshots this page moves
  * the counters and countdowns itself, on the server's clock, so it can poll
  * rarely and cheaply (If-None-Match → 304). Talking to the server (session,
- * clock, polling, commands) is the framework's SDK, /sdk/webgame.js.
+ * clock, polling, commands) is the framework's SDK, /sdk/webgame.js. While the
+ * server's event stream is open, changes are pushed (the page fetches the snapshot
+ * at once) and alerts such as an incoming attack show in a banner.
  */
 import { WebGame } from '/sdk/webgame.js';
 
@@ -69,7 +71,7 @@ const troopText = (troops) =>
 /* ---- talking to the server: the framework's SDK ------------------------- */
 
 const game = new WebGame();
-const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
+export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
 const serverNow = () => game.clock.now();
 
 /* GET /api/<path>; an error is shown and answers null. */
@@ -392,6 +394,16 @@ function hideMessage() {
   $('#message').hidden = true;
 }
 
+/* A pushed alert of the game (refgame/commands.py send_march: incoming_attack). */
+function onAlert({ kind, data }) {
+  if (kind !== 'incoming_attack' || !data) return;
+  const target = state.snap?.villages.find((v) => String(v.id) === String(data.target_village_id));
+  const from = data.origin ? ` from (${data.origin.x}|${data.origin.y})` : '';
+  const on = target ? ` on ${target.name}` : '';
+  setText($('#alert-text'), `Incoming ${data.kind === 'raid' ? 'raid' : 'attack'}${on}${from}, arriving ${fmtTime(data.arrive_ms)}.`);
+  $('#alert-banner').hidden = false;
+}
+
 /* For .catch(): show the API's message, answer null. */
 function failed(error) {
   showMessage(error.message);
@@ -414,6 +426,7 @@ async function loggedIn() {
 function loggedOut(message) {
   Object.assign(state, { loggedIn: false, snap: null });
   poller.stop();
+  $('#alert-banner').hidden = true;
   showGame(false);
   setText($('#clock'), '');
   if (message) showMessage(message);
@@ -472,6 +485,7 @@ function start() {
   $('#march-form').addEventListener('submit', onMarch);
   $('#map-refresh').addEventListener('click', loadMap);
   $('#message-close').addEventListener('click', hideMessage);
+  $('#alert-close').addEventListener('click', () => { $('#alert-banner').hidden = true; });
   $('#logout').addEventListener('click', async () => {
     await game.logout().catch(() => null); // unreachable? the page logs out all the same
     loggedOut(null);
@@ -495,6 +509,8 @@ function start() {
     if (event.detail.ok && state.pollFailed) hideMessage();
     if (event.detail.ok) state.pollFailed = false;
   });
+  poller.addEventListener('alert', (event) => onAlert(event.detail));
+  poller.addEventListener('push', (event) => { $('#live').hidden = !event.detail.open; });
   requestAnimationFrame(frame);
   // The session cookie is HttpOnly, so the page cannot see it: a first poll
   // tells whether we are logged in (snapshot) or not (401 → the login form).

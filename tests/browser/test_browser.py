@@ -28,7 +28,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
 from redis import Redis
 
-from common.snapshot_versions import version_key
+from common.snapshot_versions import push_channel, version_key
 from tests.browser.stack import REPO, Stack, enforce_csp, launch_chromium, run_stack
 from tests.conftest import TEST_REDIS_URL
 
@@ -39,6 +39,7 @@ WORLD_SPEED = 200  # a woodcutter upgrade takes ~3 s, a march of 5.7 fields 17 s
 MAP_RADIUS = 10
 WAIT_MS = 60_000  # the bound of every wait for the page
 PASSWORD = "browser test password"
+PUSHED_MS = 5_000  # a pushed change shows this soon (the page's polls are minutes apart)
 
 
 @pytest.fixture
@@ -107,7 +108,8 @@ def ensure_troops(stack: Stack, player_id: int, unit: str, count: int) -> None:
             (village_id, village_id, unit, count),
         )
     client = Redis.from_url(TEST_REDIS_URL)  # the page must see the change: bump the version
-    client.incr(version_key(stack.redis_prefix, player_id))
+    version = client.incr(version_key(stack.redis_prefix, player_id))
+    client.publish(push_channel(stack.redis_prefix), f"v {player_id}:{version}")  # and push it
     client.close()
 
 
@@ -219,6 +221,24 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     bx, by = place_next_to(stack, bob["village_id"], alice_id, 4)
     expect(page.locator("#home-legionnaire")).to_have_text(re.compile(r"^\(\d{2,} home\)$"))
 
+    # bob logs in in a second browser context: his page holds the event stream ("live"),
+    # so after its first polls it only polls every few minutes
+    bob_page = new_page(browser, errors, stack.url)
+    bob_page.goto(stack.url)
+    bob_page.get_by_label("Name", exact=True).fill("bob")
+    bob_page.get_by_label("Password", exact=True).fill(PASSWORD)
+    bob_page.get_by_role("button", name="Log in").click()
+    expect(bob_page.locator("#village-title")).to_contain_text(f"({bx}|{by})")
+    expect(bob_page.locator("#live")).to_be_visible()
+    app = "import('/static/app.js').then((app) => "
+    assert bob_page.evaluate(f"{app}app.poller.delayMs())") == 120_000  # the safety interval
+    bob_polls: list[Polled] = []
+    bob_page.on(
+        "requestfinished",
+        lambda r: bob_polls.append(Polled.of(r)) if r.url.endswith("/api/snapshot") else None,
+    )
+    expect(bob_page.locator("#alert-banner")).to_be_hidden()
+
     # a click on bob's village in the map fills the target; attack with 5 legionnaires
     page.get_by_role("button", name="Refresh map").click()
     page.locator(f'#map button[data-x="{bx}"][data-y="{by}"]').click()
@@ -229,6 +249,14 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     page.get_by_role("button", name="Send").click()
     attack = page.locator("#marches-out li[data-kind=attack]")
     expect(attack).to_contain_text("bob's village")
+    # pushed to bob: the banner, and his snapshot fetched at once (not at a poll interval)
+    banner = bob_page.locator("#alert-banner")
+    expect(banner).to_be_visible(timeout=PUSHED_MS)
+    warning = re.compile(r"Incoming attack on bob's village from \(-?\d+\|-?\d+\)")
+    expect(banner).to_contain_text(warning)
+    incoming = bob_page.locator("#marches-in li.hostile[data-kind=attack]")
+    expect(incoming).to_contain_text("alice's village", timeout=PUSHED_MS)
+    assert bob_polls, "bob's page did not fetch its snapshot"
     expect(attack.locator(".countdown")).to_have_text(COUNTDOWN)
 
     # ids are 64-bit: the page reads and writes them digit for digit (a JS number would
@@ -242,6 +270,7 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     )
 
     # a raid, recalled on its way: the troops come home (the recall names a 64-bit march id)
+    expect(page.locator("#training-queue .countdown")).to_have_count(0)  # none comes home later
     home = page.locator("#home-legionnaire")
     at_home = int(re.sub(r"\D", "", home.inner_text()))
     page.select_option("#march-kind", "raid")
@@ -260,15 +289,6 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     expect(back).to_have_count(0)
     expect(home).to_have_text(f"({at_home} home)")
 
-    # bob logs in in a second browser context and sees the attack coming
-    bob_page = new_page(browser, errors, stack.url)
-    bob_page.goto(stack.url)
-    bob_page.get_by_label("Name", exact=True).fill("bob")
-    bob_page.get_by_label("Password", exact=True).fill(PASSWORD)
-    bob_page.get_by_role("button", name="Log in").click()
-    expect(bob_page.locator("#village-title")).to_contain_text(f"({bx}|{by})")
-    incoming = bob_page.locator("#marches-in li.hostile[data-kind=attack]")
-    expect(incoming).to_contain_text("alice's village")
     page.screenshot(path=str(ARTIFACTS / "alice-marching.png"), full_page=True)
     bob_page.screenshot(path=str(ARTIFACTS / "bob-incoming.png"), full_page=True)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from itertools import pairwise
@@ -302,3 +303,53 @@ def test_the_generic_page_plays_a_game_without_a_client(page: Page, stack: Stack
     expect(page.get_by_role("button", name="Log in")).to_be_visible()
     expect(page.locator("#game")).to_be_hidden()
     assert refused == [], f"the page broke its Content-Security-Policy: {refused}"
+
+
+def api_post(url: str, path: str, body: dict[str, Any], token: str | None = None) -> Any:
+    """A request outside the browser (its own session: the page's cookie stays the page's)."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        f"{url}{path}", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_pushed_changes_are_fetched_at_once_and_alerts_arrive(page: Page, stack: Stack) -> None:
+    """The poller holds GET /api/events: another player's command that touches this one
+    refreshes its snapshot at once (its polls are 10 minutes apart) and brings the alert."""
+    open_test_page(page, stack)
+    village_id = page.evaluate("(name) => cases.startPushed(name)", "pushed")
+    page.wait_for_function("pushed.seen.push.includes(true) && pushed.seen.snapshots.length >= 1")
+    page.wait_for_function("!pushed.poller.inflight && pushed.poller.scheduled")
+    assert page.evaluate("pushed.poller.delayMs()") == 600_000  # the safety interval
+    before = page.evaluate("pushed.seen.snapshots.length")
+
+    other = api_post(stack.url, "/api/register", {"name": "pusher", "password": PASSWORD})
+    body = {"village_id": other["village_id"], "wood": 3, "notify_village_id": int(village_id)}
+    api_post(stack.url, "/api/test/spend", body, other["token"])
+
+    page.wait_for_function("(n) => pushed.seen.snapshots.length > n", arg=before, timeout=10_000)
+    page.wait_for_function("pushed.seen.alerts.length >= 1", timeout=10_000)
+    assert page.evaluate("pushed.seen.alerts") == [{"kind": "test_alert", "data": {"wood": 3}}]
+    # the stream: one request with the page's cookie; the snapshot fetched with its ETag
+    snapshots = page.evaluate("pushed.calls.filter((c) => c.url.endsWith('/api/snapshot'))")
+    assert snapshots[-1]["headers"].get("If-None-Match")
+    page.evaluate("pushed.poller.stop()")
+    assert page.evaluate("pushed.seen.push.at(-1)") is False
+
+
+def test_without_a_stream_the_poller_polls_with_its_back_off(page: Page, stack: Stack) -> None:
+    """The stream cannot be held (here: its URL answers 404): ETag polling goes on as without
+    push, and the stream is tried again later (pushRetryMs), not in a loop."""
+    open_test_page(page, stack)
+    page.evaluate("(name) => cases.startUnpushed(name)", "unpushed")
+    page.wait_for_function("unpushed.polls.length >= 6")
+    assert page.evaluate("unpushed.poller.source") is None  # closed, a retry is timed
+    assert page.evaluate("unpushed.push") == []  # it never opened
+    delays = [p["delayMs"] for p in page.evaluate("unpushed.polls")]
+    assert max(delays) <= 200  # the back-off, not the safety interval
+    assert page.evaluate("unpushed.polls.filter((p) => p.status === 304).length") >= 3
+    page.evaluate("unpushed.poller.stop()")

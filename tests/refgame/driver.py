@@ -25,6 +25,7 @@ class DriverTx:
         self.ids = ids
         self.pending: list[dict[str, Any]] = []
         self.touched: set[int] = set()
+        self.alerts: list[tuple[int, str, Any]] = []
 
     def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
         event_id = self.ids.next_id()
@@ -36,6 +37,9 @@ class DriverTx:
 
     def touch_players(self, player_ids: Iterable[int | None]) -> None:
         self.touched.update(p for p in player_ids if p is not None)
+
+    def alert(self, player_id: int, kind: str, data: dict[str, Any] | None = None) -> None:
+        self.alerts.append((player_id, kind, data or {}))
 
     async def cancel(self, event_id: int) -> bool:
         result = await self.session.execute(

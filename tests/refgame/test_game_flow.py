@@ -128,6 +128,11 @@ async def test_attack_end_to_end(game: GameDriver) -> None:
     sent = {"legionnaire": 15, "imperian": 5, "equites_imperatoris": 3}
     march = await game.command(commands.send_march, 1, 1, "attack", *target_xy, sent)
     assert (await _troops(game, 1)) == {"praetorian": 10}
+    origin_x, origin_y = await _xy(game, 1)
+    assert game.alerts == [(2, "incoming_attack", {  # pushed to the defender's open clients
+        "march_id": march["march_id"], "kind": "attack", "target_village_id": 2,
+        "origin": {"x": origin_x, "y": origin_y}, "arrive_ms": march["arrive_ms"],
+    })]  # fmt: skip
     defenders_before = await _troops(game, 2)
 
     await game.run_until(march["arrive_ms"])  # arrival: battle, reports, return scheduled

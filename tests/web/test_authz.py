@@ -6,6 +6,7 @@ fails ``test_every_authenticated_route_is_in_the_matrix`` until it is added.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.web.conftest import Player, RegisterFn
 from tests.web.helpers import add_reports, set_wood, wood_fixed
+from webfront.push import PUSH
 from webfront.routing import ENDPOINTS
 
 Check = Callable[[TestClient, Player, Player, dict[str, Any]], Awaitable[None]]
@@ -71,8 +73,33 @@ async def _spend(client: TestClient, alice: Player, bob: Player, ctx: dict[str, 
     assert await wood_fixed(engine, alice.village_id) == before
 
 
+async def _events(client: TestClient, alice: Player, bob: Player, ctx: dict[str, Any]) -> None:
+    # Bob's stream carries Bob's changes only: Alice's change comes first, yet Bob's first
+    # event is his own (one channel, in order), also when he sends Alice's cookie along
+    await asyncio.wait_for(client.app[PUSH].subscribed.wait(), 10)
+    resp = await client.get(
+        "/api/events", headers={**bob.auth, "Cookie": f"wg_session={alice.token}"}
+    )
+    assert resp.status == 200
+    try:
+        engine: AsyncEngine = ctx["engine"]
+        await set_wood(engine, bob.village_id, 100)
+        for player in (alice, bob):
+            body = {"village_id": player.village_id, "wood": 1}
+            spent = await client.post("/api/test/spend", json=body, headers=player.auth)
+            assert spent.status == 200
+        etag = (await client.get("/api/snapshot", headers=bob.auth)).headers["ETag"]
+        async with asyncio.timeout(10):
+            while not (line := await resp.content.readline()).startswith(b"data: "):
+                pass
+        assert line.decode().strip() == f'data: {{"version":{etag.strip(chr(34))}}}'
+    finally:
+        resp.close()
+
+
 MATRIX: dict[tuple[str, str], Check] = {
     ("GET", "/api/snapshot"): _snapshot,
+    ("GET", "/api/events"): _events,
     ("GET", "/api/map"): _map,
     ("GET", "/api/reports"): _reports,
     ("GET", "/api/reports/{id}"): _report,

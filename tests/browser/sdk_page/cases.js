@@ -89,7 +89,7 @@ async function clockSync(skewMs) {
 async function startPolling(name, minMs, maxMs) {
   const { game, calls } = recorded();
   await game.register(name, PASSWORD);
-  const poller = game.poll({ minMs, maxMs });
+  const poller = game.poll({ minMs, maxMs, push: false }); // the polling alone
   const polls = [];
   poller.addEventListener('poll', (event) => polls.push({ ...event.detail, at: performance.now() }));
   poller.addEventListener('snapshot', () => polls.push({ snapshot: true, at: performance.now() }));
@@ -154,9 +154,38 @@ async function errors(name) {
   return out;
 }
 
+/* Pushed updates: a poller holding the event stream, its polls far too slow to explain
+ * a quick refresh. Returns the player's village id (another player notifies it). */
+async function startPushed(name) {
+  const { game, calls } = recorded();
+  await game.register(name, PASSWORD);
+  const village = await firstVillage(game);
+  const poller = game.poll({ minMs: 600000, maxMs: 600000, safetyMs: 600000 });
+  const seen = { snapshots: [], alerts: [], push: [] };
+  poller.addEventListener('snapshot', (event) => seen.snapshots.push({ at: performance.now(), snap: event.detail }));
+  poller.addEventListener('alert', (event) => seen.alerts.push(event.detail));
+  poller.addEventListener('push', (event) => seen.push.push(event.detail.open));
+  window.pushed = { game, poller, calls, seen };
+  poller.start();
+  return String(village.id);
+}
+
+/* A stream the server refuses (404): the poller keeps polling with its back-off. */
+async function startUnpushed(name) {
+  const { game, calls } = recorded();
+  await game.register(name, PASSWORD);
+  const poller = game.poll({ minMs: 40, maxMs: 200, eventsPath: 'no-such-stream', pushRetryMs: 600000 });
+  const polls = [];
+  const push = [];
+  poller.addEventListener('poll', (event) => polls.push(event.detail));
+  poller.addEventListener('push', (event) => push.push(event.detail.open));
+  window.unpushed = { game, poller, calls, polls, push };
+  poller.start();
+}
+
 /* A WebGame that only waits for the tab to show again (its clock resyncs then). */
 function idleGame() {
   window.idle = new WebGame();
 }
 
-window.cases = { clockSync, startPolling, pollingCommand, idempotency, errors, idleGame };
+window.cases = { clockSync, startPolling, pollingCommand, idempotency, errors, idleGame, startPushed, startUnpushed };

@@ -51,7 +51,10 @@ async def spend(ctx: Tx, player_id: int, body: SpendBody) -> dict[str, Any]:
         owner = await ctx.session.execute(
             select(Village.player_id).where(Village.id == body.notify_village_id)
         )
-        ctx.touch_players([owner.scalar_one_or_none()])
+        notified = owner.scalar_one_or_none()
+        ctx.touch_players([notified])
+        if notified is not None:  # pushed to that player's open event streams
+            ctx.alert(notified, "test_alert", {"wood": body.wood})
 
     async def record() -> None:
         AFTER_COMMIT_LOG.append(body.village_id)

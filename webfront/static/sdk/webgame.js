@@ -8,6 +8,7 @@
  *   await game.clock.sync();                                     // game.clock.now(): server time
  *   const poller = game.poll();                                  // GET /api/snapshot with ETag
  *   poller.addEventListener('snapshot', (e) => render(e.detail));
+ *   poller.addEventListener('alert', (e) => notify(e.detail));  // {kind, data}, pushed
  *   poller.start();
  *   await game.command('build', { village_id, kind });           // POST /api/build
  *   await game.query('map', { x, y, radius: 4 });                // GET /api/map?x=..
@@ -116,16 +117,39 @@ export class ServerClock {
  * minMs up to maxMs; a change, a command or soon() starts again from minMs. A
  * hidden tab does not poll; the WebGame resumes it when the tab shows again.
  *
+ * Pushed updates: where the browser has EventSource (and `push` is not false) the
+ * poller also holds the server's event stream (GET /api/events). A `version` event
+ * newer than the held ETag fetches the snapshot at once; while the stream is open
+ * polling slows to one safety poll every safetyMs. When the stream cannot be held
+ * (an error, a 503, the server closed it) polling goes back to minMs..maxMs, and the
+ * stream is tried again after pushRetryMs.
+ *
  * Events: "snapshot" (detail: the new snapshot), "error" (detail: an ApiError;
  * polling goes on, except after a 401), "poll" (detail: {ok, status, changed, delayMs}
- * after every attempt; status 0: no answer). */
+ * after every attempt; status 0: no answer), "alert" (detail: {kind, data}, pushed by
+ * the game), "push" (detail: {open}: the stream opened or was lost). */
 export class SnapshotPoller extends EventTarget {
-  constructor(game, { path = 'snapshot', minMs = 1000, maxMs = 15000 } = {}) {
+  constructor(game, {
+    path = 'snapshot',
+    minMs = 1000,
+    maxMs = 15000,
+    push = typeof EventSource !== 'undefined',
+    eventsPath = 'events',
+    safetyMs = 120000,
+    pushRetryMs = 30000,
+  } = {}) {
     super();
     this.game = game;
     this.path = path;
     this.minMs = minMs;
     this.maxMs = maxMs;
+    this.push = push;
+    this.eventsPath = eventsPath;
+    this.safetyMs = safetyMs;
+    this.pushRetryMs = pushRetryMs;
+    this.source = null; // the EventSource while the stream is wanted
+    this.streaming = false; // the stream is open: polls are only a safety net
+    this.pushTimer = 0;
     this.running = false;
     this.etag = null;
     this.snapshot = null;
@@ -139,11 +163,13 @@ export class SnapshotPoller extends EventTarget {
   start() {
     this.stop();
     this.running = true;
+    this.openStream();
     this.soon(0);
   }
 
   stop() {
     this.cancel();
+    this.closeStream();
     this.running = false;
     this.generation++;
     this.etag = null;
@@ -156,9 +182,75 @@ export class SnapshotPoller extends EventTarget {
     this.schedule(ms);
   }
 
-  /* The wait after `quiet` unchanged polls: minMs, minMs, 2 minMs, 4 minMs, ... maxMs. */
+  /* The wait after `quiet` unchanged polls: minMs, minMs, 2 minMs, 4 minMs, ... maxMs;
+   * safetyMs while the stream is open (it says when to fetch). */
   delayMs() {
+    if (this.streaming) return this.safetyMs;
     return Math.min(this.minMs * 2 ** Math.max(0, this.quiet - 1), this.maxMs);
+  }
+
+  /* ---- the event stream */
+
+  openStream() {
+    if (!this.push || this.source || !this.running) return;
+    const source = new EventSource(this.game.url(this.eventsPath), { withCredentials: true });
+    this.source = source;
+    source.addEventListener('open', () => {
+      if (this.source !== source) return;
+      this.setStreaming(true);
+      this.soon(0); // changes before the stream opened were not pushed
+    });
+    source.addEventListener('version', (event) => {
+      if (this.source !== source) return;
+      const version = parseJson(event.data)?.version;
+      if (version !== undefined && this.newer(version)) this.soon(0);
+    });
+    source.addEventListener('resync', () => {
+      if (this.source === source) this.soon(0);
+    });
+    source.addEventListener('alert', (event) => {
+      if (this.source !== source) return;
+      let detail;
+      try {
+        detail = parseJson(event.data);
+      } catch {
+        return;
+      }
+      this.dispatchEvent(new CustomEvent('alert', { detail }));
+    });
+    source.addEventListener('error', () => {
+      if (this.source !== source) return;
+      // CONNECTING: the browser reconnects by itself; CLOSED (a 401, a 503): try again later.
+      // Either way, poll meanwhile.
+      this.setStreaming(false);
+      if (source.readyState === EventSource.CLOSED) {
+        this.closeStream();
+        clearTimeout(this.pushTimer);
+        this.pushTimer = setTimeout(() => { this.pushTimer = 0; this.openStream(); }, this.pushRetryMs);
+      }
+      this.soon(0);
+    });
+  }
+
+  closeStream() {
+    clearTimeout(this.pushTimer);
+    this.pushTimer = 0;
+    this.source?.close();
+    this.source = null;
+    this.setStreaming(false);
+  }
+
+  setStreaming(open) {
+    if (this.streaming === open) return;
+    this.streaming = open;
+    this.dispatchEvent(new CustomEvent('push', { detail: { open } }));
+  }
+
+  /* A pushed version is newer than the snapshot held (the ETag is the quoted version). */
+  newer(version) {
+    const held = this.etag ? this.etag.replace(/^W\//, '').replace(/"/g, '') : '';
+    if (!/^\d+$/.test(held)) return true;
+    return BigInt(version) > BigInt(held);
   }
 
   /* A poll is due (false while stopped or hidden). */
