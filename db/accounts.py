@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common.names import name_key
 from db.models import Player, Village
-from db.worldgen import game_rows, spots_near, stock_row
+from db.worldgen import NEIGHBOUR_FIELDS, game_rows, spots_near, stock_row
 
 if TYPE_CHECKING:
     from db.declare import PlaceTemplate
@@ -92,7 +92,7 @@ async def _free_spot(
     conn: AsyncConnection, player_id: int, radius: int, rng: random.Random
 ) -> tuple[int, int]:
     """A free spot next to the last registered player (``worldgen.spots_near``); one of the
-    few best at random, so two registrations at once seldom race for the same spot."""
+    few best beside it at random, so two registrations at once seldom race for one spot."""
     anchor = await _last_player_spot(conn, player_id)
     reach = 2
     while True:
@@ -104,7 +104,12 @@ async def _free_spot(
         )
         spots = spots_near(anchor, {(x, y) for x, y in found}, reach, radius)
         if spots:
-            return rng.choice(spots[:_CHOICES])
+            beside = [
+                (x, y)
+                for x, y in spots[:_CHOICES]
+                if (x - ax) ** 2 + (y - ay) ** 2 <= NEIGHBOUR_FIELDS**2
+            ]
+            return rng.choice(beside or spots[:1])
         if reach > 2 * radius:
             raise MapFull("the map has no free spot left: raise MAP_RADIUS")
         reach *= 2

