@@ -89,14 +89,17 @@ async def _last_player_spot(conn: AsyncConnection, player_id: int) -> tuple[int,
 
 
 async def _free_spot(
-    conn: AsyncConnection, player_id: int, radius: int, rng: random.Random
+    conn: AsyncConnection, player_id: int, radius: int, rng: random.Random, attempt: int
 ) -> tuple[int, int]:
-    """A free spot next to the last registered player (``worldgen.spots_near``); one of the
-    few best beside it at random, so two registrations at once seldom race for one spot."""
+    """A free spot next to the last registered player (``worldgen.spots_near``).
+
+    One of the few best beside it, at random, so registrations at the same moment seldom
+    race for one spot; a retry after a lost race picks among more (``_CHOICES << attempt``).
+    """
     anchor = await _last_player_spot(conn, player_id)
-    reach = 2
+    ax, ay = anchor
+    reach = NEIGHBOUR_FIELDS + attempt
     while True:
-        ax, ay = anchor
         found = await conn.execute(
             select(Village.x, Village.y).where(
                 Village.x.between(ax - reach, ax + reach), Village.y.between(ay - reach, ay + reach)
@@ -104,12 +107,9 @@ async def _free_spot(
         )
         spots = spots_near(anchor, {(x, y) for x, y in found}, reach, radius)
         if spots:
-            beside = [
-                (x, y)
-                for x, y in spots[:_CHOICES]
-                if (x - ax) ** 2 + (y - ay) ** 2 <= NEIGHBOUR_FIELDS**2
-            ]
-            return rng.choice(beside or spots[:1])
+            best = spots[: _CHOICES << attempt]
+            beside = [p for p in best if (p[0] - ax) ** 2 + (p[1] - ay) ** 2 <= NEIGHBOUR_FIELDS**2]
+            return rng.choice(beside if attempt == 0 and beside else best)
         if reach > 2 * radius:
             raise MapFull("the map has no free spot left: raise MAP_RADIUS")
         reach *= 2
@@ -142,7 +142,7 @@ async def create_account(
     Raises NameTaken or MapFull; nothing is written then.
     """
     rng = rng or random.Random()
-    for _ in range(_ATTEMPTS):
+    for attempt in range(_ATTEMPTS):
         try:
             async with engine.begin() as conn:
                 player_id = (
@@ -157,7 +157,7 @@ async def create_account(
                         .returning(Player.id)
                     )
                 ).scalar_one()
-                x, y = await _free_spot(conn, player_id, map_radius, rng)
+                x, y = await _free_spot(conn, player_id, map_radius, rng, attempt)
                 village_id = (
                     await conn.execute(
                         insert(Village)

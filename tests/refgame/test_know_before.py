@@ -6,6 +6,7 @@ before a click; new players are placed next to the last registered one.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 from dataclasses import replace
@@ -155,3 +156,13 @@ async def test_a_full_map_refuses_the_next_player(
     resp = await client.post("/api/register", json={"name": "late", "password": PASSWORD})
     assert resp.status == 503
     assert (await resp.json())["error"]["code"] == "map_full"
+
+
+async def test_players_registering_at_once_all_get_a_spot_nearby(client: Any) -> None:
+    answers = await asyncio.gather(
+        *(
+            client.post("/api/register", json={"name": f"crowd{i}", "password": PASSWORD})
+            for i in range(16)
+        )
+    )
+    assert sorted(a.status for a in answers) == [201] * 16
