@@ -1,7 +1,7 @@
 """Player accounts: a new player and their first village, in one transaction.
 
 The village comes from the game's ``PlaceTemplate`` and is placed on a free
-spot next to the last registered player's (the first one at the centre). Two
+spot next to the last registered player's (the first one beside the centre). Two
 registrations racing for the same spot or name are settled by the unique
 constraints: the loser retries on another spot, or learns that the name is taken.
 """
