@@ -60,7 +60,7 @@ def _login_password(value: str) -> str:
 
 class LoginBody(StrictBody):
     name: PlayerName
-    password: Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_login_password)]
+    password: Annotated[str, Field(max_length=1024), AfterValidator(_login_password)]
 
 
 class SessionOut(Out):

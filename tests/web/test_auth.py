@@ -227,6 +227,8 @@ async def test_a_short_password_at_login_is_a_wrong_password(
         "code": "invalid_credentials",
         "message": "wrong name or password",
     }
+    empty = await client.post("/api/login", json={"name": "Erin", "password": ""})
+    assert empty.status == 401
     # registration still applies its rules
     resp = await client.post("/api/register", json={"name": "Frank", "password": "short"})
     assert resp.status == 422
