@@ -1,9 +1,9 @@
 """Player accounts: a new player and their first village, in one transaction.
 
 The village comes from the game's ``PlaceTemplate`` and is placed on a free
-spot of the map. Two registrations racing for the same spot or name are
-settled by the unique constraints: the loser retries on another spot, or
-learns that the name is taken.
+spot next to the last registered player's (the first one beside the centre). Two
+registrations racing for the same spot or name are settled by the unique
+constraints: the loser retries on another spot, or learns that the name is taken.
 """
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import case, func, insert, or_, select, tuple_, update
+from sqlalchemy import case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common.names import name_key
 from db.models import Player, Village
-from db.worldgen import free_coordinates, game_rows, stock_row
+from db.worldgen import NEIGHBOUR_FIELDS, game_rows, spots_near, stock_row
 
 if TYPE_CHECKING:
     from db.declare import PlaceTemplate
     from db.stock import Stocks
 
-_CANDIDATES = 64  # random spots tried per query before scanning the whole map
-_PLACEMENT_ROUNDS = 4
+_CHOICES = 3  # a new player's spot: one of this many best free spots
 _ATTEMPTS = 5  # transactions retried after losing a spot race
 
 
@@ -74,24 +73,46 @@ async def set_password_hash(engine: AsyncEngine, player_id: int, password_hash: 
         )
 
 
-async def _free_spot(conn: AsyncConnection, radius: int, rng: random.Random) -> tuple[int, int]:
-    for _ in range(_PLACEMENT_ROUNDS):
-        candidates = {
-            (rng.randint(-radius, radius), rng.randint(-radius, radius)) for _ in range(_CANDIDATES)
-        }
-        found = await conn.execute(
-            select(Village.x, Village.y).where(tuple_(Village.x, Village.y).in_(list(candidates)))
+async def _last_player_spot(conn: AsyncConnection, player_id: int) -> tuple[int, int]:
+    """Where the last registered (not generated) player before ``player_id`` lives; the
+    centre when there is none."""
+    row = (
+        await conn.execute(
+            select(Village.x, Village.y)
+            .join(Player, Player.id == Village.player_id)
+            .where(Player.id < player_id, Player.is_bot.is_(False))
+            .order_by(Player.id.desc(), Village.id)
+            .limit(1)
         )
-        taken = {(x, y) for x, y in found}
-        free = sorted(candidates - taken)
-        if free:
-            return rng.choice(free)
-    # a crowded map: look at every taken spot once
-    taken_all = {(x, y) for x, y in await conn.execute(select(Village.x, Village.y))}
-    try:
-        return free_coordinates(taken_all, 1, radius, rng)[0]
-    except ValueError as exc:
-        raise MapFull(str(exc)) from None
+    ).first()
+    return (0, 0) if row is None else (int(row.x), int(row.y))
+
+
+async def _free_spot(
+    conn: AsyncConnection, player_id: int, radius: int, rng: random.Random, attempt: int
+) -> tuple[int, int]:
+    """A free spot next to the last registered player (``worldgen.spots_near``).
+
+    One of the few best beside it, at random, so registrations at the same moment seldom
+    race for one spot; a retry after a lost race picks among more (``_CHOICES << attempt``).
+    """
+    anchor = await _last_player_spot(conn, player_id)
+    ax, ay = anchor
+    reach = NEIGHBOUR_FIELDS + attempt
+    while True:
+        found = await conn.execute(
+            select(Village.x, Village.y).where(
+                Village.x.between(ax - reach, ax + reach), Village.y.between(ay - reach, ay + reach)
+            )
+        )
+        spots = spots_near(anchor, {(x, y) for x, y in found}, reach, radius)
+        if spots:
+            best = spots[: _CHOICES << attempt]
+            beside = [p for p in best if (p[0] - ax) ** 2 + (p[1] - ay) ** 2 <= NEIGHBOUR_FIELDS**2]
+            return rng.choice(beside if attempt == 0 and beside else best)
+        if reach > 2 * radius:
+            raise MapFull("the map has no free spot left: raise MAP_RADIUS")
+        reach *= 2
 
 
 async def _name_exists(engine: AsyncEngine, name: str) -> bool:
@@ -121,7 +142,7 @@ async def create_account(
     Raises NameTaken or MapFull; nothing is written then.
     """
     rng = rng or random.Random()
-    for _ in range(_ATTEMPTS):
+    for attempt in range(_ATTEMPTS):
         try:
             async with engine.begin() as conn:
                 player_id = (
@@ -136,7 +157,7 @@ async def create_account(
                         .returning(Player.id)
                     )
                 ).scalar_one()
-                x, y = await _free_spot(conn, map_radius, rng)
+                x, y = await _free_spot(conn, player_id, map_radius, rng, attempt)
                 village_id = (
                     await conn.execute(
                         insert(Village)

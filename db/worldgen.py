@@ -88,6 +88,36 @@ def free_coordinates(
     return out
 
 
+NEIGHBOUR_FIELDS = 2  # a new player's place is this close to the last one's when it can be
+
+
+def spots_near(
+    anchor: tuple[int, int], taken: set[tuple[int, int]], reach: int, radius: int
+) -> list[tuple[int, int]]:
+    """The free map spots within ``reach`` fields (per axis) of ``anchor``, best first.
+
+    Best: within ``NEIGHBOUR_FIELDS`` of the anchor and nearest to the centre (0, 0);
+    then the rest, nearest to the anchor first. Placing each new player at the best
+    spot beside the last one fills a disc around the centre that grows ring by ring as
+    players arrive (as Travian does): players who join together are neighbours.
+    """
+    ax, ay = anchor
+
+    def rank(p: tuple[int, int]) -> tuple[int, int, int, tuple[int, int]]:
+        to_anchor = (p[0] - ax) ** 2 + (p[1] - ay) ** 2
+        to_centre = p[0] ** 2 + p[1] ** 2
+        beside = to_anchor <= NEIGHBOUR_FIELDS**2
+        return (0 if beside else to_anchor, to_centre, to_anchor, p)
+
+    spots = [
+        (x, y)
+        for x in range(max(-radius, ax - reach), min(radius, ax + reach) + 1)
+        for y in range(max(-radius, ay - reach), min(radius, ay + reach) + 1)
+        if (x, y) not in taken
+    ]
+    return sorted(spots, key=rank)
+
+
 async def generate_world(
     engine: AsyncEngine,
     *,

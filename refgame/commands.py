@@ -30,7 +30,7 @@ from refgame.errors import (
 )
 from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
 from refgame.models import BuildOrder, March, TrainingOrder
-from refgame.resources import RESOURCES, STOCKS
+from refgame.resources import STOCKS, Cost, check_affordable, stock_units_at
 from refgame.travel import check_recall, plan_march, recall_return_ms
 from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training
 from webfront.validation import Id, Out, StrictBody
@@ -73,11 +73,10 @@ async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
         tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at
     )
     if spent is None:
-        have = RESOURCES
-        raise InsufficientResources(
-            "not enough resources; wait for production or lower the quantity",
-            cost=cost,
-            resources=list(have),
+        # tell what is missing, per resource (the same settled stock the spend compared)
+        check_affordable(Cost.of(cost), await stock_units_at(tx.session, village_id, at))
+        raise InsufficientResources(  # covered in whole units, short by a fraction of one
+            "not enough resources; wait for production or lower the quantity", cost=cost
         )
     return spent
 
@@ -172,7 +171,14 @@ async def send_march(
     rally = (await state.buildings_of(tx.session, village_id)).get("rally_point", 0)
     plan = plan_march(kind, troops, (origin.x, origin.y), (x, y), rally, tx.now_ms, tx.world_speed)
     if not await state.take_troops(tx.session, village_id, village_id, plan.troops):
-        raise InsufficientTroops("not enough troops at home", wanted=dict(plan.troops))
+        home = await state.troops_home(tx.session, village_id)
+        available = {u: home.get(u, 0) for u in plan.troops}
+        short = ", ".join(f"{n} {u}" for u, n in available.items() if n < plan.troops[u])
+        raise InsufficientTroops(
+            f"not enough troops at home: only {short}",
+            wanted=dict(plan.troops),
+            available=available,
+        )
     # the march row first (its id is the event's payload), then its event, then the link
     march_id = (
         await tx.session.execute(

@@ -21,6 +21,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from common.amounts import to_units
 from gameapi.game import Resource
 from gameapi.stocks import stocks_for
 from refgame.errors import InsufficientResources, InvalidQuantity
@@ -134,6 +138,20 @@ def check_affordable(cost: Cost, stock_units: Mapping[str, int]) -> None:
             f"not enough resources: {listed} missing; wait for production or lower the quantity",
             missing=missing,
         )
+
+
+async def stock_units_at(session: AsyncSession, village_id: int, at_ms: int) -> dict[str, int]:
+    """The village's stock settled at ``at_ms``, in whole units (rounded down), per resource."""
+    dialect = session.get_bind().dialect.name
+    values = STOCKS.settled_values(at_ms, dialect)
+    row = (
+        await session.execute(
+            select(*(values[r].label(r) for r in RESOURCES)).where(
+                STOCKS.c.village_id == village_id
+            )
+        )
+    ).one()
+    return {r: to_units(int(getattr(row, r))) for r in RESOURCES}
 
 
 def check_count(value: object, *, what: str, maximum: int) -> int:

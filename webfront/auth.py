@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import unicodedata
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import AfterValidator, Field
 
 from db.accounts import MapFull, NameTaken, create_account, find_credentials, set_password_hash
 from gameapi.stocks import stocks_of
@@ -50,9 +52,15 @@ class RegisterBody(StrictBody):
     password: Password
 
 
+def _login_password(value: str) -> str:
+    # registration's rules (length, characters) are not checked here: a password that
+    # breaks them matches no account, so it is answered 401 like any wrong one
+    return unicodedata.normalize("NFKC", value)
+
+
 class LoginBody(StrictBody):
     name: PlayerName
-    password: Password
+    password: Annotated[str, Field(max_length=1024), AfterValidator(_login_password)]
 
 
 class SessionOut(Out):

@@ -17,8 +17,8 @@ const MAP_RADIUS = 4; // the map window is (2r+1)² cells around the village (st
 const RECALL_FRACTION = 0.5; // refgame/travel.py: recall while less than half the way is done
 const MS_PER_HOUR = 3600000;
 const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
-// The API has no "rules" endpoint, so the units one can train are the reference
-// game's (refgame/units.py); units a snapshot mentions are added to them.
+// Until the rule tables are loaded (POST /api/rules), the units one can train are the
+// reference game's (refgame/units.py); units a snapshot mentions are added to them.
 const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
 const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
 
@@ -31,6 +31,8 @@ const state = {
   unitsKey: '', // the units the troop inputs were built for (rebuilt only when it changes)
   lastFrame: 0,
   msgTimer: 0,
+  rules: null, // the rule tables (costs, durations, unit stats), fetched once
+  rulesLoading: null,
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -79,14 +81,15 @@ const api = (path, params) => game.query(path, params).catch(failed);
 
 /* A game command. The SDK retries what is safe to retry (no answer, events_pending)
  * with the same Idempotency-Key, so nothing is paid twice, and polls right after. */
-async function command(path, body, okText, button) {
+async function command(path, body, okText, button, onError = null) {
+  clearErrors(); // a new action: the last one's errors are history
   if (button) button.disabled = true;
   try {
     await game.command(path, body);
     showMessage(okText, 'ok');
     return true;
   } catch (error) {
-    showMessage(error.message);
+    if (!onError || !onError(error)) showMessage(error.message);
     return false;
   } finally {
     if (button) button.disabled = false;
@@ -114,11 +117,88 @@ function stockAt(stocks, resource, now) {
   return Math.floor(fixed / stocks.scale);
 }
 
+/* ---- know before you click: costs, times and what is missing ------------------ */
+
+/* The rule tables, once per page: they do not change while a world runs. A plain POST
+ * (no Idempotency-Key: it changes nothing, so nothing needs to be stored). */
+function loadRules() {
+  state.rulesLoading ??= game.send('POST', 'rules', { body: {} })
+    .then((answer) => { state.rules = answer.data; if (state.snap) render(); })
+    .catch((error) => { state.rulesLoading = null; failed(error); });
+  return state.rulesLoading;
+}
+
+const costText = (cost) => Object.entries(cost).filter(([, n]) => n > 0).map(([r, n]) => `${n} ${r}`).join(', ');
+const pctOf = (table, level) => table[Math.max(0, Math.min(level, table.length - 1))];
+
+/* A building's next level: {level, cost, duration_ms} at this village's main building, or null. */
+function nextBuild(v, kind, target) {
+  const spec = state.rules?.buildings[kind];
+  const row = spec?.levels[target - 1];
+  if (!row) return null;
+  const pct = pctOf(state.rules.main_building_time_pct, v.buildings.main_building ?? 0);
+  return { ...row, duration_ms: Math.max(1, Math.ceil((row.duration_ms * pct) / 100)) };
+}
+
+/* Training ``count`` of ``unit`` here: {cost, duration_ms}, or null before the rules. */
+function trainPlan(v, unit, count) {
+  const spec = state.rules?.units[unit];
+  if (!spec) return null;
+  const pct = pctOf(state.rules.barracks_time_pct, v.buildings.barracks ?? 0);
+  const cost = Object.fromEntries(Object.entries(spec.cost).map(([r, n]) => [r, n * count]));
+  return { cost, duration_ms: Math.max(1, Math.ceil((count * spec.time_ms * pct) / 100)) };
+}
+
+/* What the stock lacks for ``cost`` now, and when production covers it (server ms), from
+ * the snapshot's stocks and rates; ``when`` is null when it never will (a rate of 0 or
+ * less, or more than the storage holds). */
+function shortfall(v, cost, now) {
+  const missing = {};
+  let when = now;
+  let tooBig = false;
+  for (const [r, n] of Object.entries(cost)) {
+    const have = stockAt(v.stocks, r, now);
+    if (have >= n) continue;
+    missing[r] = n - have;
+    const s = v.stocks[r];
+    tooBig ||= n > s.cap;
+    if (when === null || s.rate_per_hour <= 0 || n > s.cap) {
+      when = null;
+      continue;
+    }
+    const fixedNow = Math.max(0, Math.min(s.cap * v.stocks.scale,
+      s.fixed + ((s.rate_per_hour * v.stocks.scale) / MS_PER_HOUR) * Math.max(0, now - v.stocks.updated_ms)));
+    const needFixed = n * v.stocks.scale - fixedNow;
+    when = Math.max(when, now + Math.ceil((needFixed * MS_PER_HOUR) / (s.rate_per_hour * v.stocks.scale)));
+  }
+  return Object.keys(missing).length ? { missing, when, tooBig } : null;
+}
+
+/* The note beside a button: "Missing 120 wood; enough in 2:30 (at 14:02:10)". */
+function shortText(v, cost, now) {
+  const short = shortfall(v, cost, now);
+  if (!short) return '';
+  const when = short.tooBig ? 'more than the storage holds: build a bigger warehouse or granary'
+    : short.when === null ? 'not at the current production'
+    : `enough in ${fmtDuration(short.when - now)} (at ${new Date(short.when).toLocaleTimeString()})`;
+  return `Missing ${costText(short.missing)}; ${when}`;
+}
+
+/* Redraws every affordability note (stocks grow between snapshots). */
+function updateNotes(v, now) {
+  for (const node of document.querySelectorAll('[data-cost]')) {
+    const text = shortText(v, JSON.parse(node.dataset.cost), now);
+    setText(node, text);
+    node.hidden = !text;
+  }
+}
+
 function applySnapshot(snap) {
   const firstOrMoved = !village() || !snap.villages.some((v) => String(v.id) === String(state.villageId));
   state.snap = snap;
   if (firstOrMoved) state.villageId = snap.villages[0]?.id ?? null;
   showGame(true);
+  if (!state.rules) loadRules();
   render();
   if (firstOrMoved) loadMap();
   if (snap.unread_reports !== state.lastUnread) {
@@ -168,16 +248,21 @@ function renderBuildings(v) {
   $('#buildings').replaceChildren(...kinds.map((kind) => {
     const level = v.buildings[kind];
     const target = Math.max(level, next[kind] ?? 0) + 1;
-    const button = el('button', {
+    const plan = nextBuild(v, kind, target);
+    const maxed = state.rules && target > state.rules.buildings[kind].max_level;
+    const button = maxed ? el('span', { class: 'muted' }, 'maximum level') : el('button', {
       type: 'button',
       'aria-label': `${level ? 'Upgrade' : 'Build'} ${label(kind)} to level ${target}`,
       onclick: () => command('build', { village_id: v.id, kind },
         `${label(kind)}: level ${target} queued.`, button),
     }, level ? `Upgrade to ${target}` : 'Build');
+    const info = plan && !maxed ? el('div', { class: 'cost small-text' },
+      `${costText(plan.cost)} · ${fmtDuration(plan.duration_ms)}`) : null;
+    const note = plan && !maxed ? el('div', { class: 'short small-text', dataset: { cost: JSON.stringify(plan.cost) } }) : null;
     return el('tr', { dataset: { kind } },
       el('th', { scope: 'row' }, label(kind)),
       el('td', { class: 'level' }, String(level)),
-      el('td', {}, button));
+      el('td', {}, button, info, note));
   }));
   const now = serverNow();
   $('#build-queue').replaceChildren(...(v.build_queue.length ? v.build_queue.map((o) =>
@@ -204,12 +289,12 @@ function renderTroops(v) {
     $('#train-unit').replaceChildren(...units.map((u) => el('option', { value: u }, label(u))));
     $('#march-troops').replaceChildren(...units.map((u) => el('div', { class: 'troop-input' },
       el('label', { for: `march-${u}` }, label(u), ' ', el('span', { class: 'muted', id: `home-${u}` })),
-      el('input', { id: `march-${u}`, type: 'number', min: 0, value: 0, dataset: { unit: u } }))));
+      el('input', { id: `march-${u}`, type: 'number', min: 0, value: 0, dataset: { unit: u } }),
+      el('span', { class: 'field-error', id: `march-${u}-error`, role: 'alert', hidden: true }))));
   }
-  for (const u of units) {
-    setText($(`#home-${u}`), `(${v.troops[u] ?? 0} home)`);
-    $(`#march-${u}`).max = v.troops[u] ?? 0;
-  }
+  for (const u of units) setText($(`#home-${u}`), `(${v.troops[u] ?? 0} home)`);
+  renderTrainInfo(v);
+  renderMarchPreview(v);
   const now = serverNow();
   $('#training-queue').replaceChildren(...(v.training_queue.length ? v.training_queue.map((o) =>
     el('li', {}, `${o.count} × ${label(o.unit)}`,
@@ -264,6 +349,83 @@ function renderMarches(v) {
   fill($('#marches-in'), incoming, 'Nothing is coming.');
 }
 
+/* The chosen unit's cost, time, upkeep and stats, and the order's total, before Train. */
+function renderTrainInfo(v) {
+  const unit = $('#train-unit').value;
+  const count = Math.max(1, Math.floor(Number($('#train-count').value)) || 1);
+  const spec = state.rules?.units[unit];
+  const plan = trainPlan(v, unit, count);
+  const note = $('#train-note');
+  if (!spec || !plan) {
+    $('#train-info').replaceChildren();
+    delete note.dataset.cost;
+    note.hidden = true;
+    return;
+  }
+  const barracks = v.buildings.barracks ?? 0;
+  $('#train-info').replaceChildren(
+    el('div', {}, `One: ${costText(spec.cost)}, upkeep ${spec.upkeep} crop/h.`),
+    el('div', {}, `Attack ${spec.attack}, defence ${spec.defense_infantry} (infantry) / ${spec.defense_cavalry} (cavalry), `
+      + `speed ${spec.speed} fields/h, carries ${spec.carry}.`),
+    el('div', { class: 'cost' }, barracks >= spec.barracks_level
+      ? `${count} cost ${costText(plan.cost)} and take ${fmtDuration(plan.duration_ms)}.`
+      : `Needs barracks level ${spec.barracks_level} (this village has ${barracks}).`));
+  note.dataset.cost = JSON.stringify(plan.cost);
+  updateNotes(v, serverNow());
+}
+
+/* The march form's troops (count > 0) and target, as typed. */
+function marchInput() {
+  const troops = {};
+  for (const input of document.querySelectorAll('#march-troops input')) {
+    const n = Math.floor(Number(input.value));
+    if (n > 0) troops[input.dataset.unit] = n;
+  }
+  const x = $('#march-x').value === '' ? null : Number($('#march-x').value);
+  const y = $('#march-y').value === '' ? null : Number($('#march-y').value);
+  return { troops, x, y };
+}
+
+/* Travel time of the chosen troops to the chosen target (refgame/travel.py: the slowest
+ * unit's speed × the world speed, straight-line distance), before sending. */
+function marchTravel(v) {
+  const { troops, x, y } = marchInput();
+  const rules = state.rules;
+  const units = Object.keys(troops).filter((u) => rules?.units[u]);
+  if (!rules || x === null || y === null || !units.length || (x === v.x && y === v.y)) return null;
+  const slowest = Math.min(...units.map((u) => rules.units[u].speed));
+  const distance = Math.hypot(x - v.x, y - v.y);
+  const ms = Math.max(1, Math.ceil((distance * MS_PER_HOUR) / (slowest * rules.world_speed)));
+  const carry = units.reduce((sum, u) => sum + rules.units[u].carry * troops[u], 0);
+  return { distance, ms, carry };
+}
+
+function renderMarchPreview(v) {
+  const travel = marchTravel(v);
+  const box = $('#march-preview');
+  if (!travel) {
+    delete box.dataset.travel;
+    setText(box, 'Choose a target and troops to see the travel time.');
+    return;
+  }
+  box.dataset.travel = String(travel.ms);
+  updateArrival(serverNow());
+}
+
+/* The arrival clock moves with the server's clock until the march is sent. */
+function updateArrival(now) {
+  const box = $('#march-preview');
+  if (!box.dataset.travel) return;
+  const v = village();
+  const travel = v && marchTravel(v);
+  if (!travel) return;
+  const arrive = new Date(now + travel.ms).toLocaleTimeString();
+  const back = $('#march-kind').value === 'reinforce' ? ''
+    : `, home again at ${new Date(now + 2 * travel.ms).toLocaleTimeString()}`;
+  setText(box, `${travel.distance.toFixed(1)} fields: travel ${fmtDuration(travel.ms)}, `
+    + `arrives ${arrive} server time${back}; carries up to ${travel.carry}.`);
+}
+
 /* Called every animation frame (paused by the browser in hidden tabs). */
 function frame(force = false) {
   const wall = Date.now();
@@ -273,6 +435,8 @@ function frame(force = false) {
     setText($('#clock'), new Date(now).toLocaleTimeString());
     const v = village();
     if (v) for (const r of RESOURCES) setText($(`#res-${r}`), String(stockAt(v.stocks, r, now)));
+    if (v) updateNotes(v, now);
+    if (v) updateArrival(now);
     for (const node of document.querySelectorAll('[data-due]')) {
       const left = Number(node.dataset.due) - now;
       setText(node, left > 0 ? fmtDuration(left) : (node.dataset.doneText ?? 'done'));
@@ -320,6 +484,7 @@ function renderMap(map, v) {
           $('#march-y').value = y;
           $('#march-kind').value = own ? 'reinforce' : 'attack';
           showMessage(`Target: ${text}.`, 'ok');
+          renderMarchPreview(v);
         },
       }, (w.player_name ?? '?').charAt(0).toUpperCase()));
     }
@@ -379,6 +544,21 @@ function reportBody(body) {
 }
 
 /* ---- messages, session, forms ------------------------------------------------ */
+
+/* An error shown next to the field it is about (``#<id>-error``). */
+function fieldError(id, text) {
+  const node = $(`#${id}-error`);
+  if (!node) return false;
+  setText(node, text);
+  node.hidden = false;
+  return true;
+}
+
+/* A new action clears the errors of the last one, in the forms and at the top. */
+function clearErrors() {
+  for (const node of document.querySelectorAll('.field-error')) node.hidden = true;
+  if (!$('#message').classList.contains('ok')) hideMessage();
+}
 
 function showMessage(text, kind = 'error') {
   const box = $('#message');
@@ -456,26 +636,43 @@ function onTrain(event) {
   const v = village();
   const unit = $('#train-unit').value;
   const count = Number($('#train-count').value);
-  if (v) command('train', { village_id: v.id, unit, count }, `Training ${count} × ${label(unit)}.`, event.submitter);
+  const max = state.rules?.max_train_per_order ?? 10000;
+  if (!Number.isInteger(count) || count < 1 || count > max) {
+    clearErrors();
+    fieldError('train-count', `Train 1 to ${max} at a time.`);
+    return;
+  }
+  // a refusal shows next to the form; its message says what is missing
+  const beside = (error) => fieldError('train-count', error.message);
+  if (v) command('train', { village_id: v.id, unit, count }, `Training ${count} × ${label(unit)}.`, event.submitter, beside);
 }
 
 async function onMarch(event) {
   event.preventDefault();
   const v = village();
-  const troops = {};
-  for (const input of document.querySelectorAll('#march-troops input')) {
-    const n = Number(input.value);
-    if (n > 0) troops[input.dataset.unit] = n;
-  }
   if (!v) return;
-  if (!Object.keys(troops).length) {
-    showMessage('Choose how many troops to send.');
-    return;
+  clearErrors();
+  const { troops, x, y } = marchInput();
+  let bad = false;
+  for (const [u, n] of Object.entries(troops)) {
+    const home = v.troops[u] ?? 0;
+    if (n > home) bad = fieldError(`march-${u}`, `Only ${home} at home.`);
   }
+  if (x === null || y === null) bad = fieldError('march-target', 'Choose the target: x and y, or click a village on the map.');
+  if (!Object.keys(troops).length) bad = fieldError('march-troops', 'Choose how many troops to send.');
+  if (bad) return;
   const kind = $('#march-kind').value;
-  const body = { village_id: v.id, kind, x: Number($('#march-x').value), y: Number($('#march-y').value), troops };
-  if (await command('march', body, `${label(kind)} sent.`, event.submitter)) {
+  const body = { village_id: v.id, kind, x, y, troops };
+  const beside = (error) => {
+    if (error.code === 'insufficient_troops' && error.details?.available) {
+      for (const [u, n] of Object.entries(error.details.available)) fieldError(`march-${u}`, `Only ${n} at home.`);
+      return true;
+    }
+    return error.code === 'invalid_march' && fieldError('march-target', error.message);
+  };
+  if (await command('march', body, `${label(kind)} sent.`, event.submitter, beside)) {
     document.querySelectorAll('#march-troops input').forEach((input) => { input.value = 0; });
+    renderMarchPreview(v);
   }
 }
 
@@ -483,6 +680,11 @@ function start() {
   $('#auth-form').addEventListener('submit', onAuthSubmit);
   $('#train-form').addEventListener('submit', onTrain);
   $('#march-form').addEventListener('submit', onMarch);
+  const redrawForms = () => { const v = village(); if (v) { renderTrainInfo(v); renderMarchPreview(v); } };
+  for (const id of ['#train-form', '#march-form']) {
+    $(id).addEventListener('input', redrawForms);
+    $(id).addEventListener('change', redrawForms);
+  }
   $('#map-refresh').addEventListener('click', loadMap);
   $('#message-close').addEventListener('click', hideMessage);
   $('#alert-close').addEventListener('click', () => { $('#alert-banner').hidden = true; });

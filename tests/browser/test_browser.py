@@ -208,10 +208,11 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     page.select_option("#train-unit", "legionnaire")
     page.fill("#train-count", "10000")
     page.locator("#train-form").get_by_role("button", name="Train").click()
-    expect(page.locator("#message.error")).to_contain_text("not enough resources")
+    expect(page.locator("#train-count-error")).to_contain_text("not enough resources")
     page.fill("#train-count", "1")
     page.locator("#train-form").get_by_role("button", name="Train").click()
     expect(page.locator("#message.ok")).to_contain_text("Training 1")
+    expect(page.locator("#train-count-error")).to_be_hidden()  # the next action clears it
     expect(page.locator("#training-queue li .countdown")).to_have_text(COUNTDOWN)
 
     # prepare the fight in the database: bob 5.7 fields away (the attack is still on its

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import itertools
+import math
+import random
 from typing import Any
 
 import pytest
@@ -7,7 +10,7 @@ from sqlalchemy import func, select
 
 from common.amounts import SCALE
 from db.models import Player, Village
-from db.worldgen import free_coordinates, generate_world
+from db.worldgen import NEIGHBOUR_FIELDS, free_coordinates, generate_world, spots_near
 from gameapi import PlaceTemplate
 from refgame.models import Building, Troop
 from refgame.resources import STOCKS
@@ -94,3 +97,37 @@ def test_free_coordinates_avoids_taken_spots() -> None:
     taken = {(0, 0), (1, 1)}
     coords = free_coordinates(taken, 7, 1, random.Random(0))
     assert len(coords) == 7 and (0, 0) not in coords and (1, 1) not in coords
+
+
+def _place(anchor: tuple[int, int], taken: set[tuple[int, int]], radius: int) -> tuple[int, int]:
+    reach = 2
+    while not (spots := spots_near(anchor, taken, reach, radius)):
+        reach *= 2
+    return spots[0]
+
+
+@pytest.mark.parametrize("bots", [0, 300])
+def test_players_placed_one_after_another_grow_a_disc_around_the_centre(bots: int) -> None:
+    """Each beside the last (two fields, or the nearest free spot when a crowd of
+    randomly placed bots fills those), all within a small ring of the centre."""
+    radius, rng = 30, random.Random(7)
+    taken = set(free_coordinates(set(), bots, radius, rng))
+    anchor = (0, 0)
+    placed: list[tuple[int, int]] = []
+    for _ in range(300):
+        spot = _place(anchor, taken, radius)
+        taken.add(spot)
+        placed.append(spot)
+        anchor = spot
+    steps = [math.dist(a, b) for a, b in itertools.pairwise(placed)]
+    assert max(steps) <= (NEIGHBOUR_FIELDS if bots == 0 else 3)
+    # 300 players fill a disc of radius ~10: none is placed far beyond it
+    assert max(math.hypot(x, y) for x, y in placed) <= 15
+    if bots == 0:
+        assert placed[0] == (0, 0)
+
+
+def test_spots_near_a_full_map_is_empty() -> None:
+    taken = {(x, y) for x in range(-1, 2) for y in range(-1, 2)}
+    assert spots_near((0, 0), taken, 4, 1) == []
+    assert spots_near((0, 0), taken - {(1, 1)}, 4, 1) == [(1, 1)]

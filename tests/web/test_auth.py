@@ -220,3 +220,20 @@ async def test_a_corrupt_stored_hash_is_a_wrong_password_and_a_warning(
         await conn.execute(update(Player).values(password_hash=good))
     resp = await client.post("/api/login", json={"name": "Hank", "password": PASSWORD})
     assert resp.status == 200
+
+
+async def test_a_short_password_at_login_is_a_wrong_password(
+    client: TestClient, register: RegisterFn
+) -> None:
+    await register("Erin")
+    short = await client.post("/api/login", json={"name": "Erin", "password": "short"})
+    assert short.status == 401
+    assert (await short.json())["error"] == {
+        "code": "invalid_credentials",
+        "message": "wrong name or password",
+    }
+    empty = await client.post("/api/login", json={"name": "Erin", "password": ""})
+    assert empty.status == 401
+    # registration still applies its rules
+    resp = await client.post("/api/register", json={"name": "Frank", "password": "short"})
+    assert resp.status == 422
