@@ -8,6 +8,7 @@ than the time of its bump in ms, so after Redis loses its data a fresh version
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -52,6 +53,24 @@ async def bump_versions(
         by_slot.setdefault(redis.keyslot(key), []).append(key)
     for same_slot in by_slot.values():
         await bump(keys=same_slot, args=[now_ms])
+
+
+class ScriptRunner(Protocol):
+    """A pipelined client that runs a script by its text (``webfront.fastredis.FastRedis``)."""
+
+    async def eval_script(
+        self, source: str, keys: tuple[str, ...], args: tuple[int, ...]
+    ) -> Any: ...
+
+
+async def bump_versions_on(
+    client: ScriptRunner, prefix: str, player_ids: Iterable[int], now_ms: int
+) -> None:
+    """``bump_versions`` on the web tier's pipelined connection (one Redis, not a cluster):
+    it goes out in the same write as the other commands of its loop iteration."""
+    keys = tuple(version_key(prefix, p) for p in sorted(set(player_ids)))
+    if keys:
+        await client.eval_script(_BUMP, keys, (now_ms,))
 
 
 async def read_version(

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from common.queue.durable import add_durable_events
@@ -42,6 +43,7 @@ from webfront.state import (
     CONFIG,
     ENGINE,
     EVENT_KINDS,
+    FAST_REDIS,
     GAME,
     IDS,
     LIMITER,
@@ -90,10 +92,9 @@ def command_handler(
         body = await read_body(request, route.body_model)
         engine = app[ENGINE]
         digest = idempotency.request_hash(full_path, body) if key else ""
-        if key:
-            stored = await idempotency.lookup(engine, player_id, key)
-            if stored is not None:
-                return idempotency.replay(request, stored, digest)
+        # A key is not looked up first: a repeat runs into the stored row's primary key
+        # (or a rule the first run changed), rolls back and is answered from the row
+        # below, so the common first use of a key costs no extra round trip.
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
         for attempt in range(_CONFLICT_RETRIES):
@@ -118,21 +119,24 @@ def command_handler(
                             session, player_id, key, digest, route.status, result, now
                         )
                 break
-            except rule_errors as exc:
+            except Exception as exc:
+                # whatever stopped a repeat (the key's row, a rule, a conflict), it rolled
+                # back: the first answer is the answer
                 if key and (stored := await idempotency.lookup(engine, player_id, key)):
                     return idempotency.replay(request, stored, digest)
-                raise rule_error(exc) from None
-            except IntegrityError:
-                if key and (stored := await idempotency.lookup(engine, player_id, key)):
-                    return idempotency.replay(request, stored, digest)
-                raise
-            except DBAPIError as exc:
+                if isinstance(exc, rule_errors):
+                    raise rule_error(exc) from None
+                if isinstance(exc, IntegrityError) or not isinstance(exc, DBAPIError):
+                    raise
                 if not is_transaction_conflict(exc) or attempt == _CONFLICT_RETRIES - 1:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         work = Committed()
         work.add(tx, events)
-        await work.finish(app[QUEUE], app[CLOCK].now_ms(), full_path)
+        queue = app[QUEUE]
+        # the pipelined connection reaches the queue's Redis only when that is one server
+        fast = None if isinstance(queue.redis, RedisCluster) else app[FAST_REDIS]
+        await work.finish(queue, app[CLOCK].now_ms(), full_path, fast)
         app[LOCAL_CACHE].forget_versions(work.players)  # Redis pushes it too; certain now
         return respond(request, result, status=route.status)
 
