@@ -24,12 +24,15 @@ from typing import Any
 
 from aiohttp import web
 from redis.asyncio.cluster import RedisCluster
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.queue.durable import add_durable_events
 from common.queue.tx import Tx
 from common.queue.work import Committed
 from db.engine import is_transaction_conflict
+from db.models import IdempotentResponse
 from gameapi.places import NotYourPlace
 from gameapi.routes import CommandRoute
 from gameapi.stocks import stocks_of
@@ -71,6 +74,26 @@ def rule_error(exc: Exception) -> ApiError:
     )
 
 
+class _Refused(Exception):
+    """A rule refused the command; ``stored`` is the key's first answer, if any."""
+
+    def __init__(self, rule: Exception, stored: idempotency.Stored | None) -> None:
+        self.rule, self.stored = rule, stored
+
+
+_STORED = select(
+    IdempotentResponse.request_hash, IdempotentResponse.status, IdempotentResponse.body
+).where(
+    IdempotentResponse.player_id == bindparam("player_id"),
+    IdempotentResponse.key == bindparam("key"),
+)
+
+
+async def _stored_in(session: AsyncSession, player_id: int, key: str) -> idempotency.Stored | None:
+    row = (await session.execute(_STORED, {"player_id": player_id, "key": key})).first()
+    return None if row is None else idempotency.Stored(row[0], row[1], row[2])
+
+
 def command_handler(
     route: CommandRoute[Any], rule_errors: tuple[type[Exception], ...]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -110,7 +133,13 @@ def command_handler(
                         player_id=player_id,
                         stocks=stocks,
                     )
-                    result = await route.handler(tx, player_id, body)
+                    try:
+                        result = await route.handler(tx, player_id, body)
+                    except rule_errors as exc:
+                        # a repeat of a command that went through may be refused now: its
+                        # first answer is read in this transaction (no second connection)
+                        stored = await _stored_in(session, player_id, key) if key else None
+                        raise _Refused(exc, stored) from None
                     events = await add_durable_events(
                         session, tx.events, clock=app[CLOCK], ids=app[IDS]
                     )
@@ -119,6 +148,10 @@ def command_handler(
                             session, player_id, key, digest, route.status, result, now
                         )
                 break
+            except _Refused as refused:
+                if refused.stored is not None:
+                    return idempotency.replay(request, refused.stored, digest)
+                raise rule_error(refused.rule) from None
             except Exception as exc:
                 # whatever stopped a repeat (the key's row, a rule, a conflict), it rolled
                 # back: the first answer is the answer
