@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -83,6 +83,25 @@ async def publish_alerts(
     if alerts:
         message = "a " + json.dumps([list(a) for a in alerts], separators=(",", ":"))
         await redis.publish(push_channel(prefix), message)
+
+
+class ScriptRunner(Protocol):
+    """A pipelined client that runs a script by its text (``webfront.fastredis.FastRedis``)."""
+
+    async def eval_script(
+        self, source: str, keys: tuple[str, ...], args: tuple[int | str, ...]
+    ) -> Any: ...
+
+
+async def bump_versions_on(
+    client: ScriptRunner, prefix: str, player_ids: Iterable[int], now_ms: int
+) -> None:
+    """``bump_versions`` on the web tier's pipelined connection (one Redis, not a cluster):
+    it goes out in the same write as the other commands of its loop iteration."""
+    players = sorted(set(player_ids))
+    if players:
+        keys = tuple(version_key(prefix, p) for p in players)
+        await client.eval_script(_BUMP, keys, (now_ms, push_channel(prefix), *players))
 
 
 async def read_version(

@@ -142,6 +142,7 @@ class Stocks:
         self.table = stock_table(self.metadata, resources)
         self.c = self.table.c
         self._ticks: dict[tuple[str, bool], Update] = {}
+        self._spends: dict[str, Update] = {}
 
     def __repr__(self) -> str:
         return f"Stocks({', '.join(self.names)})"
@@ -283,19 +284,35 @@ class Stocks:
         loser gets None and nothing changes.
         """
         self._known(cost)
-        dialect, c = _dialect(db), self.c
-        values = self.settled_values(now_ms, dialect)
-        conditions = [values[res] >= cost.get(res, 0) for res in self.names]
-        new_values = {res: values[res] - cost.get(res, 0) for res in self.names}
-        result = await db.execute(
-            update(self.table)
-            .where(c.village_id == village_id, and_(*conditions))
-            .values(**new_values, updated_ms=_greatest(dialect, c.updated_ms, now_ms))
-            .returning(c.updated_ms)
-            .execution_options(synchronize_session=False)
-        )
+        params = {f"spend_{res}": cost.get(res, 0) for res in self.names}
+        params.update(spend_village=village_id, spend_now_ms=now_ms)
+        result = await db.execute(self._prepared_spend(_dialect(db)), params)
         settled = result.scalar()
         return None if settled is None else int(settled)
+
+    def _prepared_spend(self, dialect: str) -> Update:
+        """``spend``'s UPDATE with the village, the time and the cost as parameters, built
+        once per dialect (as ``_prepared_tick``): every command spends."""
+        stmt = self._spends.get(dialect)
+        if stmt is None:
+            c = self.c
+            now = bindparam("spend_now_ms", type_=BigInteger)
+            values = self.settled_values(now, dialect)
+            cost = {res: bindparam(f"spend_{res}", type_=BigInteger) for res in self.names}
+            stmt = self._spends[dialect] = (
+                update(self.table)
+                .where(
+                    c.village_id == bindparam("spend_village", type_=BigInteger),
+                    and_(*(values[res] >= cost[res] for res in self.names)),
+                )
+                .values(
+                    **{res: values[res] - cost[res] for res in self.names},
+                    updated_ms=_greatest(dialect, c.updated_ms, now),
+                )
+                .returning(c.updated_ms)
+                .execution_options(synchronize_session=False)
+            )
+        return stmt
 
     async def deposit(
         self,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 from refgame.errors import MaxLevel, PrerequisiteMissing, QueueFull, UnknownBuilding
@@ -168,21 +169,28 @@ def build_cost(kind: str, level: int) -> Cost:
     """The cost of raising ``kind`` to ``level``, whole units rounded half up."""
     spec = building_spec(kind)
     _check_level(spec, level)
-    growth = exact(spec.cost_factor) ** (level - 1)
-    return Cost.of({r: round_half_up(n * growth) for r, n in spec.cost.as_dict().items()})
+    return _grown_cost(spec.cost, spec.cost_factor, level)
+
+
+# Exact fractions are slow and every command asks again: the arithmetic is cached by its
+# inputs' values (not by kind), so a changed table never meets a stale answer.
+@lru_cache(maxsize=4096)
+def _grown_cost(base: Cost, factor: float, level: int) -> Cost:
+    growth = exact(factor) ** (level - 1)
+    return Cost.of({r: round_half_up(n * growth) for r, n in base.as_dict().items()})
 
 
 def build_duration_ms(kind: str, level: int, main_building_level: int, world_speed: float) -> int:
     """How long raising ``kind`` to ``level`` takes, in ms (rounded up, at least 1)."""
     spec = building_spec(kind)
     _check_level(spec, level)
-    base_ms = (
-        spec.time_s
-        * MS_PER_SECOND
-        * exact(spec.time_factor) ** (level - 1)
-        * level_value(MAIN_BUILDING_TIME_PCT, main_building_level)
-        / 100
-    )
+    pct = level_value(MAIN_BUILDING_TIME_PCT, main_building_level)
+    return _build_ms(spec.time_s, spec.time_factor, level, pct, world_speed)
+
+
+@lru_cache(maxsize=16384)
+def _build_ms(time_s: int, factor: float, level: int, pct: int, world_speed: float) -> int:
+    base_ms = time_s * MS_PER_SECOND * exact(factor) ** (level - 1) * pct / 100
     return scale_duration_ms(base_ms, world_speed)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import and_, delete, insert, literal, select, union_all, update
+from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.ids import IdGenerator
 from db.models import Village
 from refgame.economy import starvation_time_ms, stock_at
-from refgame.models import Building, BuildOrder, Report, Troop
+from refgame.models import Building, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
 
 STARVATION = "starvation"  # event kind: the crop of a village may have run out
@@ -97,36 +97,6 @@ async def buildings_of(session: AsyncSession, village_id: int) -> dict[str, int]
         select(Building.kind, Building.level).where(Building.village_id == village_id)
     )
     return {kind: level for kind, level in rows}
-
-
-@dataclass(frozen=True)
-class QueuedOrder:
-    kind: str
-    target_level: int
-    done_ms: int
-
-
-async def buildings_and_queue(
-    session: AsyncSession, village_id: int
-) -> tuple[dict[str, int], list[QueuedOrder]]:
-    """The village's building levels and its build queue (by done time), read by ONE
-    statement: one consistent view. Two reads could straddle a ``build_done`` that commits
-    between them (the level before it, the queue after it) and plan a level twice."""
-    levels = select(
-        literal("b").label("part"), Building.kind, Building.level, literal(0).label("done_ms")
-    ).where(Building.village_id == village_id)
-    orders = select(
-        literal("o"), BuildOrder.kind, BuildOrder.target_level, BuildOrder.done_ms
-    ).where(BuildOrder.village_id == village_id)
-    buildings: dict[str, int] = {}
-    queue: list[QueuedOrder] = []
-    for part, kind, level, done_ms in await session.execute(union_all(levels, orders)):
-        if part == "b":
-            buildings[kind] = level
-        else:
-            queue.append(QueuedOrder(kind, level, done_ms))
-    queue.sort(key=lambda order: order.done_ms)
-    return buildings, queue
 
 
 async def troops_home(session: AsyncSession, village_id: int) -> dict[str, int]:

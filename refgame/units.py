@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 from refgame.buildings import BARRACKS_TIME_PCT, level_value
@@ -93,7 +94,12 @@ def train_duration_ms(unit: str, count: int, barracks_level: int, world_speed: f
             requires={"barracks": spec.barracks_level},
         )
     pct = level_value(BARRACKS_TIME_PCT, barracks_level)
-    return scale_duration_ms(Fraction(count * spec.time_s * MS_PER_SECOND * pct, 100), world_speed)
+    return _train_ms(count * spec.time_s * pct, world_speed)
+
+
+@lru_cache(maxsize=16384)  # exact fractions are slow; cached by the values, not the unit
+def _train_ms(unit_s_pct: int, world_speed: float) -> int:
+    return scale_duration_ms(Fraction(unit_s_pct * MS_PER_SECOND, 100), world_speed)
 
 
 def train_cost(unit: str, count: int) -> Cost:

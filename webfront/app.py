@@ -97,7 +97,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     app[LOCAL_CACHE] = local
     app[HASH_POOL] = pool
     app[SESSIONS] = sessions
-    app[LIMITER] = RateLimiter(redis, settings.redis_prefix, clock)  # type: ignore[arg-type]
+    app[LIMITER] = RateLimiter(redis, settings.redis_prefix, clock, fast)  # type: ignore[arg-type]
     ids = IdGenerator(clock)
     app[IDS] = ids
     app[SESSION_FACTORY] = session_factory(engine)

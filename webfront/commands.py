@@ -23,12 +23,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from redis.asyncio.cluster import RedisCluster
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.queue.durable import add_durable_events
 from common.queue.tx import Tx
 from common.queue.work import Committed
 from db.engine import is_transaction_conflict
+from db.models import IdempotentResponse
 from gameapi.places import NotYourPlace
 from gameapi.routes import CommandRoute
 from gameapi.stocks import stocks_of
@@ -42,6 +46,7 @@ from webfront.state import (
     CONFIG,
     ENGINE,
     EVENT_KINDS,
+    FAST_REDIS,
     GAME,
     IDS,
     LIMITER,
@@ -69,6 +74,26 @@ def rule_error(exc: Exception) -> ApiError:
     )
 
 
+class _Refused(Exception):
+    """A rule refused the command; ``stored`` is the key's first answer, if any."""
+
+    def __init__(self, rule: Exception, stored: idempotency.Stored | None) -> None:
+        self.rule, self.stored = rule, stored
+
+
+_STORED = select(
+    IdempotentResponse.request_hash, IdempotentResponse.status, IdempotentResponse.body
+).where(
+    IdempotentResponse.player_id == bindparam("player_id"),
+    IdempotentResponse.key == bindparam("key"),
+)
+
+
+async def _stored_in(session: AsyncSession, player_id: int, key: str) -> idempotency.Stored | None:
+    row = (await session.execute(_STORED, {"player_id": player_id, "key": key})).first()
+    return None if row is None else idempotency.Stored(row[0], row[1], row[2])
+
+
 def command_handler(
     route: CommandRoute[Any], rule_errors: tuple[type[Exception], ...]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -90,10 +115,9 @@ def command_handler(
         body = await read_body(request, route.body_model)
         engine = app[ENGINE]
         digest = idempotency.request_hash(full_path, body) if key else ""
-        if key:
-            stored = await idempotency.lookup(engine, player_id, key)
-            if stored is not None:
-                return idempotency.replay(request, stored, digest)
+        # A key is not looked up first: a repeat runs into the stored row's primary key
+        # (or a rule the first run changed), rolls back and is answered from the row
+        # below, so the common first use of a key costs no extra round trip.
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
         for attempt in range(_CONFLICT_RETRIES):
@@ -109,7 +133,13 @@ def command_handler(
                         player_id=player_id,
                         stocks=stocks,
                     )
-                    result = await route.handler(tx, player_id, body)
+                    try:
+                        result = await route.handler(tx, player_id, body)
+                    except rule_errors as exc:
+                        # a repeat of a command that went through may be refused now: its
+                        # first answer is read in this transaction (no second connection)
+                        stored = await _stored_in(session, player_id, key) if key else None
+                        raise _Refused(exc, stored) from None
                     events = await add_durable_events(
                         session, tx.events, clock=app[CLOCK], ids=app[IDS]
                     )
@@ -118,21 +148,28 @@ def command_handler(
                             session, player_id, key, digest, route.status, result, now
                         )
                 break
-            except rule_errors as exc:
+            except _Refused as refused:
+                if refused.stored is not None:
+                    return idempotency.replay(request, refused.stored, digest)
+                raise rule_error(refused.rule) from None
+            except Exception as exc:
+                # whatever stopped a repeat (the key's row, a rule, a conflict), it rolled
+                # back: the first answer is the answer
                 if key and (stored := await idempotency.lookup(engine, player_id, key)):
                     return idempotency.replay(request, stored, digest)
-                raise rule_error(exc) from None
-            except IntegrityError:
-                if key and (stored := await idempotency.lookup(engine, player_id, key)):
-                    return idempotency.replay(request, stored, digest)
-                raise
-            except DBAPIError as exc:
+                if isinstance(exc, rule_errors):
+                    raise rule_error(exc) from None
+                if isinstance(exc, IntegrityError) or not isinstance(exc, DBAPIError):
+                    raise
                 if not is_transaction_conflict(exc) or attempt == _CONFLICT_RETRIES - 1:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         work = Committed()
         work.add(tx, events)
-        await work.finish(app[QUEUE], app[CLOCK].now_ms(), full_path)
+        queue = app[QUEUE]
+        # the pipelined connection reaches the queue's Redis only when that is one server
+        fast = None if isinstance(queue.redis, RedisCluster) else app[FAST_REDIS]
+        await work.finish(queue, app[CLOCK].now_ms(), full_path, fast)
         app[LOCAL_CACHE].forget_versions(work.players)  # Redis pushes it too; certain now
         return respond(request, result, status=route.status)
 

@@ -128,6 +128,7 @@ class FastRedis:
         self._protocol: _Protocol | None = None
         self._connecting = asyncio.Lock()
         self._tracker = tracker
+        self._scripts: dict[str, Script] = {}
 
     async def _connect(self) -> _Protocol:
         async with self._connecting:
@@ -232,6 +233,15 @@ class FastRedis:
             return await self.execute(
                 "EVAL", script.source, len(keys), *keys, *args, on_reply=on_reply
             )
+
+    async def eval_script(
+        self, source: str, keys: tuple[str, ...], args: tuple[str | bytes | int, ...]
+    ) -> Any:
+        """EVALSHA of ``source`` (its ``Script`` made once and kept)."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = Script(source)
+        return await self.evalsha(script, keys, args)
 
     async def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:

@@ -16,7 +16,7 @@ from bench.web.servers import serve_game, serve_hello
 def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.web")
     sub = parser.add_subparsers(dest="what", required=True)
-    for name in ("hello", "serve"):
+    for name in ("hello", "serve", "commands"):
         p = sub.add_parser(name)
         p.add_argument("--port", type=int, required=True)
     p = sub.add_parser("load")
@@ -24,6 +24,10 @@ def _main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.what == "hello":
         asyncio.run(serve_hello(args.port))
+    elif args.what == "commands":
+        from bench.web.bare_commands import serve_bare_commands
+
+        asyncio.run(serve_bare_commands(args.port))
     elif args.what == "serve":
         from common.entrypoint import run_async
 

@@ -38,12 +38,20 @@ local formatted = {}
 local counter = 0
 function init(args)
   statuses = {}
-  for i, r in ipairs(reqs) do formatted[i] = wrk.format(r[1], r[2], r[3], r[4]) end
+  for i, r in ipairs(reqs) do
+    if not r[5] then formatted[i] = wrk.format(r[1], r[2], r[3], r[4]) end
+  end
   counter = offset or 0
+  run = tostring(math.random(1, 1000000000))
 end
 function request()
   counter = counter + 1
-  return formatted[(counter % #formatted) + 1]
+  local i = (counter % #reqs) + 1
+  if formatted[i] then return formatted[i] end
+  local r, headers = reqs[i], {}
+  for k, v in pairs(r[3]) do headers[k] = v end
+  headers["Idempotency-Key"] = "b" .. run .. "-" .. (offset or 0) .. "-" .. counter
+  return wrk.format(r[1], r[2], headers, r[4])
 end
 function response(status, headers, body)
   statuses[status] = (statuses[status] or 0) + 1
@@ -72,7 +80,10 @@ def wrk_script(requests: Sequence[Req]) -> str:
     for r in requests:
         headers = ", ".join(f"[ {_lua_str(k)} ] = {_lua_str(v)}" for k, v in r.headers.items())
         body = _lua_str(r.body) if r.body is not None else "nil"
-        lines.append(f"  {{{_lua_str(r.method)}, {_lua_str(r.path)}, {{{headers}}}, {body}}},")
+        fresh = "true" if r.fresh_key else "false"
+        lines.append(
+            f"  {{{_lua_str(r.method)}, {_lua_str(r.path)}, {{{headers}}}, {body}, {fresh}}},"
+        )
     lines.append("}")
     return "\n".join(lines) + _LUA_BODY
 

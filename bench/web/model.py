@@ -4,15 +4,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PHASES = ("bare", "poll_304", "full", "commands")
-PHASE_SHORT = {"bare": "bare hello", "poll_304": "304 poll", "full": "full", "commands": "commands"}
+PHASES = ("bare", "poll_304", "full", "bare_commands", "commands", "bare_refused", "refused")
+PHASE_SHORT = {
+    "bare": "bare hello",
+    "poll_304": "304 poll",
+    "full": "full",
+    "bare_commands": "bare build",
+    "commands": "build",
+    "bare_refused": "bare refused",
+    "refused": "refused",
+}
 PHASE_TITLES = {
     "bare": "bare aiohttp hello (ceiling)",
     "poll_304": "snapshot poll, If-None-Match -> 304",
     "full": "full snapshot (no If-None-Match)",
-    "commands": "command mix (build / train)",
+    "bare_commands": "POST /api/build by hand, aiohttp + asyncpg (ceiling)",
+    "commands": "POST /api/build, players who can pay",
+    "bare_refused": "POST /api/build by hand, nothing to pay with (ceiling)",
+    "refused": "POST /api/build, refused: nothing to pay with",
 }
-TARGETS = {"poll_304_ratio": 0.7, "full_ratio": 0.4, "p99_ms": 50.0}
+# each phase's ceiling: the ratio of a phase is its req/s over its ceiling's
+CEILING = {
+    "poll_304": "bare",
+    "full": "bare",
+    "commands": "bare_commands",
+    "refused": "bare_refused",
+}
+TARGETS = {
+    "poll_304_ratio": 0.7,
+    "full_ratio": 0.4,
+    "p99_ms": 50.0,
+    "commands_ratio": 0.5,
+    "commands_p99_ms": 100.0,
+}
 PASSWORD = "bench-password-1"
 RESULT_MARK = "WRKJSON "
 
@@ -23,6 +47,7 @@ class Req:
     path: str
     headers: dict[str, str]
     body: str | None = None
+    fresh_key: bool = False  # send a new Idempotency-Key with every request
 
 
 @dataclass

@@ -6,13 +6,13 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.web.cpu import CpuWatch
 from bench.web.load import LoadGenerator
-from bench.web.model import PHASES, TARGETS, LoadResult, Player
+from bench.web.model import CEILING, PHASES, TARGETS, LoadResult, Player
 from bench.web.players import phase_requests, refresh_players
 
 
@@ -51,10 +51,9 @@ class WebFigures:
         return None
 
     def summary(self) -> dict[str, Any]:
-        bare = self.at("bare")
         ratios: dict[str, float | None] = {}
-        for phase in ("poll_304", "full", "commands"):
-            ours = self.at(phase)
+        for phase, ceiling in CEILING.items():
+            ours, bare = self.at(phase), self.at(ceiling)
             ratios[f"{phase}_ratio"] = (
                 ours.rps / bare.rps if ours and bare and bare.rps > 0 else None
             )
@@ -65,6 +64,10 @@ class WebFigures:
             "poll_304_p99": p99.get("poll_304", 1e9) < TARGETS["p99_ms"],
             "full_p99": p99.get("full", 1e9) < TARGETS["p99_ms"],
         }
+        if self.at("bare_commands") is not None:  # the command ceiling ran (PostgreSQL)
+            for phase in ("commands", "refused"):
+                met[f"{phase}_ratio"] = (ratios[f"{phase}_ratio"] or 0) >= TARGETS["commands_ratio"]
+                met[f"{phase}_p99"] = p99.get(phase, 1e9) < TARGETS["commands_p99_ms"]
         return {
             "connections": self.connections,
             "players": self.players,
@@ -96,6 +99,8 @@ async def run_phases(
     sweep_duration_s: float,
     watches: dict[str, CpuWatch],
     changes: Changes | None = None,
+    commands_url: str | None = None,
+    sweeper: Callable[[asyncio.Event], Coroutine[Any, Any, None]] | None = None,
 ) -> list[LoadResult]:
     """Every phase at every level; the read phases of one level run back to back.
 
@@ -113,8 +118,11 @@ async def run_phases(
     from tqdm import tqdm
 
     order = [(c, p) for c in levels for p in ("bare", "poll_304", "full")]
-    order += [(c, "commands") for c in levels]
+    # each command phase right after its ceiling, so a neighbour's load hits both alike
+    writes = ("bare_commands", "commands", "bare_refused", "refused")
+    order += [(c, p) for c in levels for p in writes if commands_url or not p.startswith("bare")]
     total_s = sum(seconds_of(c, p) + 1 for c, p in order)
+    urls = {"bare": bare_url, "bare_commands": commands_url, "bare_refused": commands_url}
     results: list[LoadResult] = []
     warmed: set[str] = set()
     with tqdm(total=len(order), desc=f"web load (~{total_s:.0f} s)", unit="run") as progress:
@@ -122,21 +130,34 @@ async def run_phases(
             if phase == "poll_304":
                 players[:] = await refresh_players(game_url, players)
             requests = phase_requests(phase, players)
-            url = bare_url if phase == "bare" else game_url
+            url = urls.get(phase) or game_url
             if phase not in warmed:  # a short unmeasured run: caches and connections
-                await load.run(phase, url, requests, connections, 1.0)
+                warm_stop = asyncio.Event()
+                sweeping: asyncio.Task[None] | None = None
+                if phase in ("commands", "bare_commands") and sweeper is not None:
+                    sweeping = asyncio.create_task(sweeper(warm_stop))
+                try:
+                    await load.run(phase, url, requests, connections, 1.0)
+                finally:
+                    warm_stop.set()
+                    if sweeping is not None:
+                        await sweeping
                 warmed.add(phase)
             seconds = seconds_of(connections, phase)
             progress.set_postfix_str(f"{phase} c={connections}")
-            watch = watches["bare" if phase == "bare" else "game"]
+            watch = watches.get(phase, watches["game"])
             changing = None
             if phase == "full" and changes is not None:
                 changing = asyncio.create_task(
                     changes.spread([p.player_id for p in players], seconds)
                 )
+            stop_sweep = asyncio.Event()
+            if phase in ("commands", "bare_commands") and sweeper is not None:
+                changing = asyncio.create_task(sweeper(stop_sweep))
             try:
                 results.append(await load.run(phase, url, requests, connections, seconds, watch))
             finally:
+                stop_sweep.set()
                 if changing is not None:
                     changing.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

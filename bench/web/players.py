@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import secrets
@@ -117,11 +118,60 @@ def phase_requests(phase: str, players: Sequence[Player]) -> list[Req]:
         ]
     if phase == "full":
         return [Req("GET", "/api/snapshot", a) for a in auth]
+    # commands: even players can pay for anything, odd ones for nothing (``stock_players``)
+    group = players[0::2] if phase in ("commands", "bare_commands") else players[1::2]
     json_headers = {"Content-Type": "application/json"}
-    mix: list[Req] = []
-    for a, p in zip(auth, players, strict=True):
-        build = {"village_id": p.village_id, "kind": "woodcutter"}
-        train = {"village_id": p.village_id, "unit": "legionnaire", "count": 1}
-        mix.append(Req("POST", "/api/build", {**a, **json_headers}, json.dumps(build)))
-        mix.append(Req("POST", "/api/train", {**a, **json_headers}, json.dumps(train)))
-    return mix
+    return [
+        Req(
+            "POST",
+            "/api/build",
+            {"Authorization": f"Bearer {p.token}", **json_headers},
+            json.dumps({"village_id": p.village_id, "kind": "woodcutter"}),
+            fresh_key=True,
+        )
+        for p in group
+    ]
+
+
+async def stock_players(settings: Any, players: Sequence[Player]) -> None:
+    """Even players get plenty of every resource, odd ones nothing and no production."""
+    from sqlalchemy import text
+
+    from db.engine import create_engine
+    from refgame.resources import RESOURCE_TYPES
+
+    plenty = 10**15
+    rich = [p.village_id for p in players[0::2]]
+    poor = [p.village_id for p in players[1::2]]
+    caps = {r.cap or r.name for r in RESOURCE_TYPES}
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:
+            for ids, amount in ((rich, plenty), (poor, 0)):
+                sets = [f"{r.name} = {amount}, {r.name}_rate = 0" for r in RESOURCE_TYPES]
+                sets += [f"{cap}_cap = {plenty}" for cap in caps]
+                for village_id in ids:
+                    await conn.execute(
+                        text(f"UPDATE village_stock SET {', '.join(sets)} WHERE village_id = :v"),
+                        {"v": village_id},
+                    )
+    finally:
+        await engine.dispose()
+
+
+async def sweep_orders(settings: Any, stop: asyncio.Event) -> None:
+    """Delete queued build orders every 100 ms until ``stop``, as finished builds leave the
+    queue: the players who can pay never meet the queue limit."""
+    from sqlalchemy import text
+
+    from db.engine import create_engine
+
+    engine = create_engine(settings)
+    try:
+        while not stop.is_set():
+            async with engine.begin() as conn:
+                await conn.execute(text("DELETE FROM build_orders"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.1)
+    finally:
+        await engine.dispose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ async def python_load(spec: dict[str, Any]) -> dict[str, Any]:
     statuses: dict[int, int] = {}
     errors = {"connect": 0, "read": 0, "write": 0, "timeout": 0}
     counter = random.randrange(len(requests))
+    run = secrets.token_hex(6)  # keys unique across runs against one server
     connector = aiohttp.TCPConnector(limit=connections, force_close=False)
     timeout = aiohttp.ClientTimeout(total=10)
     async with aiohttp.ClientSession(spec["url"], connector=connector, timeout=timeout) as http:
@@ -32,10 +34,13 @@ async def python_load(spec: dict[str, Any]) -> dict[str, Any]:
             while time.perf_counter() < deadline:
                 counter += 1
                 r = requests[counter % len(requests)]
+                headers = r.headers
+                if r.fresh_key:
+                    headers = {**headers, "Idempotency-Key": f"b{run}-{counter}"}
                 t0 = time.perf_counter()
                 try:
                     async with http.request(
-                        r.method, r.path, headers=r.headers, data=r.body
+                        r.method, r.path, headers=headers, data=r.body
                     ) as response:
                         await response.read()
                     latencies.append(time.perf_counter() - t0)

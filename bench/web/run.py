@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.web.cpu import CpuWatch
 from bench.web.load import LoadGenerator
-from bench.web.model import PHASE_SHORT, PHASE_TITLES, PHASES, TARGETS, LoadResult
+from bench.web.model import CEILING, PHASE_SHORT, PHASE_TITLES, PHASES, TARGETS, LoadResult
 from bench.web.phases import Changes, WebFigures, run_phases
-from bench.web.players import check_reachable, read_tokens, refresh_players, register_players
+from bench.web.players import (
+    check_reachable,
+    read_tokens,
+    refresh_players,
+    register_players,
+    stock_players,
+    sweep_orders,
+)
 from bench.web.servers import Servers
 
 
@@ -64,6 +72,7 @@ async def web_bench(
             raise
         redis = owned
     bare: Servers | None = None
+    ceiling: Servers | None = None  # the hand-written commands (PostgreSQL only)
     game: Servers | None = None
     database = None
     try:
@@ -79,6 +88,8 @@ async def web_bench(
             }
             game = await Servers("serve", workers, env).start()
             game_url = game.url
+            if db == "postgresql":
+                ceiling = await Servers("commands", workers, env).start()
         else:
             assert url is not None
             game_url = url
@@ -91,21 +102,30 @@ async def web_bench(
                 save_tokens.write_text("".join(f"{p.token}\n" for p in roster))
                 save_tokens.chmod(0o600)
         roster = await refresh_players(game_url, roster)
+        sweeper = None
+        if database is not None:
+            await stock_players(database.settings, roster)
+            settings = database.settings
+            sweeper = partial(sweep_orders, settings)
         # only a bench server's Redis is ours to bump versions in
         changes = Changes(redis, prefix) if full_cycle and redis is not None else None
         watches = {
             "bare": CpuWatch(bare.pids, None),
             "game": CpuWatch(game.pids if game else [], redis_url if game else None),
         }
+        if ceiling is not None:
+            watches["bare_commands"] = watches["bare_refused"] = CpuWatch(ceiling.pids, None)
         results = await run_phases(
             load, bare.url, game_url, roster, levels, connections, duration_s,
-            sweep_duration_s, watches, changes,
+            sweep_duration_s, watches, changes, ceiling.url if ceiling else None, sweeper,
         )  # fmt: skip
     finally:
         if game is not None:
             game.stop()
         if bare is not None:
             bare.stop()
+        if ceiling is not None:
+            ceiling.stop()
         if database is not None:
             await drop_database(database, pg_admin_url)
         if redis is not None:
@@ -121,6 +141,8 @@ async def web_bench(
     def draw(ax: Any) -> None:
         for phase in PHASES:
             points = sorted((r.connections, r.rps) for r in results if r.phase == phase)
+            if not points:
+                continue
             ax.plot(*zip(*points, strict=True), marker="o", label=PHASE_TITLES[phase])
         ax.set_xlabel("concurrent connections")
         ax.set_ylabel("requests/s")
@@ -157,7 +179,7 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
 
     rows, notes = [], []
     for r in sorted(figures.results, key=lambda r: (PHASES.index(r.phase), r.connections)):
-        bare = figures.at("bare", r.connections)
+        bare = figures.at(CEILING.get(r.phase, "bare"), r.connections)
         ratio = r.rps / bare.rps if bare and bare.rps else 0.0
         lat = [f"{r.latency_ms[k]:.1f}" for k in ("p50", "p90", "p99", "max")]
         rows.append([PHASE_SHORT[r.phase], r.connections, f"{r.rps:,.0f}", *lat, f"{ratio:.2f}"])
@@ -186,3 +208,16 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
         f"{pfull.latency_ms['p99'] if pfull else 0:.1f} ms (target < {TARGETS['p99_ms']:.0f} ms: "
         f"{'met' if met['poll_304_p99'] and met['full_p99'] else 'MISSED'})"
     )
+    if figures.at("bare_commands") is not None:
+        parts = []
+        for phase in ("commands", "refused"):
+            ours = figures.at(phase)
+            ratio = ratios[f"{phase}_ratio"] or 0.0
+            parts.append(
+                f"{phase}/ceiling {ratio:.2f} (target ≥ {TARGETS['commands_ratio']}: "
+                f"{'met' if met[f'{phase}_ratio'] else 'MISSED'}), p99 "
+                f"{ours.latency_ms['p99'] if ours else 0:.1f} ms (target < "
+                f"{TARGETS['commands_p99_ms']:.0f} ms: "
+                f"{'met' if met[f'{phase}_p99'] else 'MISSED'})"
+            )
+        report.console.print("commands: " + "; ".join(parts))

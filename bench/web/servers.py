@@ -1,4 +1,5 @@
-"""Servers run by the bench: the real web front and a bare aiohttp hello, N processes each."""
+"""Servers run by the bench: the real web front, a bare aiohttp hello and the bare command
+ceiling (``bench.web.bare_commands``), N processes each."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class Servers:
 
     async def start(self, timeout_s: float = 30.0) -> Servers:
         self._spawn()
-        path = "/hello" if self.kind == "hello" else "/api/time"
+        path = "/api/time" if self.kind == "serve" else "/hello"
         deadline = time.monotonic() + timeout_s
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:

@@ -9,12 +9,18 @@ snapshot is rebuilt at the next bump.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from common.snapshot_versions import bump_versions, publish_alerts
+from common.snapshot_versions import (
+    ScriptRunner,
+    bump_versions,
+    bump_versions_on,
+    publish_alerts,
+)
 
 if TYPE_CHECKING:
     from common.queue.eventqueue import EventQueue
@@ -45,9 +51,28 @@ class Committed:
     def __bool__(self) -> bool:
         return bool(self.events or self.cancelled or self.players or self.callbacks or self.alerts)
 
-    async def finish(self, queue: EventQueue, now_ms: int, where: str) -> None:
+    async def finish(
+        self, queue: EventQueue, now_ms: int, where: str, fast: ScriptRunner | None = None
+    ) -> None:
         """Index the events, tidy cancelled ones, run callbacks, bump snapshot versions (each
-        bump is pushed to the players' open streams), then push the alerts."""
+        bump is pushed to the players' open streams), then push the alerts.
+
+        With ``fast`` (the web tier's pipelined connection to the queue's Redis) and
+        nothing to cancel or call back, the index and the bump go out together: a
+        command then waits for one round trip, not two.
+        """
+        if fast is not None and not self.cancelled and not self.callbacks:
+            await asyncio.gather(self._index(queue, where), self._bump(queue, now_ms, where, fast))
+            return
+        await self._index(queue, where)
+        for callback in self.callbacks:
+            try:
+                await callback()
+            except Exception:
+                log.exception("%s: an after-commit callback failed", where)
+        await self._bump(queue, now_ms, where, fast)
+
+    async def _index(self, queue: EventQueue, where: str) -> None:
         try:
             if self.events:
                 await queue.index(self.events)
@@ -55,14 +80,16 @@ class Committed:
                 await queue.cancel(place_id, event_id)
         except Exception as exc:
             log.warning("%s: indexing events failed (%s); the reconciler will", where, exc)
-        for callback in self.callbacks:
-            try:
-                await callback()
-            except Exception:
-                log.exception("%s: an after-commit callback failed", where)
+
+    async def _bump(
+        self, queue: EventQueue, now_ms: int, where: str, fast: ScriptRunner | None
+    ) -> None:
         if self.players:
             try:
-                await bump_versions(queue.redis, queue.prefix, self.players, now_ms)  # type: ignore[arg-type]
+                if fast is not None:
+                    await bump_versions_on(fast, queue.prefix, self.players, now_ms)
+                else:
+                    await bump_versions(queue.redis, queue.prefix, self.players, now_ms)  # type: ignore[arg-type]
             except Exception as exc:
                 log.warning("%s: bumping snapshot versions failed: %s", where, exc)
         if self.alerts:

@@ -1,0 +1,118 @@
+"""The command ceiling: ``POST /api/build`` by hand on bare aiohttp + asyncpg.
+
+One transaction per request, the same writes a refgame build makes: a
+conditional spend (settle and subtract in one UPDATE of ``village_stock``, no
+row when the stock does not cover the cost), a ``build_orders`` row, a
+``scheduled_events`` row and an ``idempotent_responses`` row, committed with
+``synchronous_commit`` on (the server default). No framework, no ORM, no rules
+beyond the spend, no Redis: what the database allows for this work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from typing import Any
+
+import asyncpg
+from aiohttp import web
+
+from common.amounts import to_fixed
+from refgame.buildings import build_cost
+from refgame.resources import RESOURCE_TYPES
+
+
+def _settled(res: str, cap: str, declining: bool) -> str:
+    value = f"LEAST({cap}_cap, {res} + {res}_rate * GREATEST($2 - updated_ms, 0))"
+    return f"GREATEST(0, {value})" if declining else value
+
+
+def spend_sql() -> str:
+    """Settle every resource at $2 and subtract $3.. in one UPDATE, only if each covers it."""
+    sets, conds = [], []
+    for i, r in enumerate(RESOURCE_TYPES):
+        value = _settled(r.name, r.cap or r.name, r.may_decline)
+        sets.append(f"{r.name} = {value} - ${i + 3}")
+        conds.append(f"{value} >= ${i + 3}")
+    return (
+        f"UPDATE village_stock SET {', '.join(sets)}, updated_ms = GREATEST(updated_ms, $2) "
+        f"WHERE village_id = $1 AND {' AND '.join(conds)} "
+        "RETURNING updated_ms, (SELECT player_id FROM villages WHERE id = $1)"
+    )
+
+
+ORDER_SQL = (
+    "INSERT INTO build_orders (village_id, kind, target_level, started_ms, done_ms) "
+    "VALUES ($1, $2, 1, $3, $4) RETURNING id"
+)
+EVENT_SQL = (
+    "INSERT INTO scheduled_events (id, kind, village_id, due_ms, priority, payload, "
+    "created_ms, attempts) VALUES ($1, 'build_done', $2, $3, 0, $4, $5, 0)"
+)
+IDEMPOTENCY_SQL = (
+    "INSERT INTO idempotent_responses (player_id, key, request_hash, status, body, created_ms) "
+    "VALUES ($1, $2, $3, 200, $4, $5)"
+)
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    body = json.dumps({"error": {"code": code, "message": message}})
+    return web.Response(status=status, text=body, content_type="application/json")
+
+
+async def serve_bare_commands(port: int) -> None:
+    from bench.web.servers import _serve
+    from webfront.main import tune_process
+
+    dsn = os.environ["DATABASE_URL"].replace("postgresql+asyncpg://", "postgresql://")
+    # the web tier's pool: 10 kept, up to 30 (db.engine's pool_size + max_overflow)
+    pool = await asyncpg.create_pool(dsn, min_size=10, max_size=30)
+    spend = spend_sql()
+    cost = build_cost("woodcutter", 1).as_dict()
+    fixed = [to_fixed(cost.get(r.name, 0)) for r in RESOURCE_TYPES]
+    next_event = int(time.time() * 1000) << 16 | secrets.randbelow(1 << 12) << 4
+
+    async def hello(_request: web.Request) -> web.Response:
+        return web.Response(text="hello")
+
+    async def build(request: web.Request) -> web.Response:
+        nonlocal next_event
+        if not request.headers.get("Authorization", "").startswith("Bearer "):
+            return _error(401, "unauthorized", "log in first")
+        key = request.headers.get("Idempotency-Key", "")
+        try:
+            body: dict[str, Any] = await request.json()
+            village_id = int(body["village_id"])
+            kind = str(body["kind"])
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "invalid_body", "a JSON object with village_id and kind")
+        now = int(time.time() * 1000)
+        async with pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(spend, village_id, now, *fixed)
+            if row is None:
+                raise web.HTTPConflict(
+                    text=json.dumps({"error": {"code": "insufficient_resources",
+                                               "message": "not enough resources"}}),
+                    content_type="application/json",
+                )  # fmt: skip
+            done = now + 60_000
+            order_id = await conn.fetchval(ORDER_SQL, village_id, kind, now, done)
+            next_event += 1
+            payload = json.dumps({"order_id": order_id}).encode()
+            await conn.execute(EVENT_SQL, next_event, village_id, done, payload, now)
+            result = {"order_id": order_id, "kind": kind, "target_level": 1, "cost": cost,
+                      "spent_ms": int(row[0]), "started_ms": now, "done_ms": done}  # fmt: skip
+            text = json.dumps(result)
+            if key:
+                await conn.execute(IDEMPOTENCY_SQL, row[1], key, "0" * 64, text, now)
+        return web.Response(text=text, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/hello", hello)
+    app.router.add_post("/api/build", build)
+    try:
+        await _serve(app, port, tune_process)
+    finally:
+        await pool.close()
