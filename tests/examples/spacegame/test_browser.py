@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 from redis import Redis
 
-from common.snapshot_versions import version_key
+from common.snapshot_versions import push_channel, version_key
 from gameapi import to_fixed
 from tests.browser.stack import Stack, enforce_csp, launch_chromium, run_stack
 from tests.conftest import TEST_REDIS_URL
@@ -72,7 +72,8 @@ def give_fighters(stack: Stack, name: str, count: int) -> None:
             (to_fixed(2_000), place),
         )
     client = Redis.from_url(TEST_REDIS_URL)  # the page must see the change: bump the version
-    client.incr(version_key(stack.redis_prefix, player))
+    version = client.incr(version_key(stack.redis_prefix, player))
+    client.publish(push_channel(stack.redis_prefix), f"v {player}:{version}")  # and push it
     client.close()
 
 
