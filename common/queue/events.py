@@ -26,11 +26,11 @@ class Event:
 
 @dataclass(slots=True)
 class _EventBuilder:
-    """Same fields and slot layout as ``Event`` but mutable, so it is built ~3x faster.
+    """Same fields and slot layout as ``Event`` but mutable, so it is built faster.
 
     ``codec`` builds one and then sets its ``__class__`` to ``Event``: the
     result is an ordinary frozen ``Event`` (equality, hashing, immutability).
-    That saves about 0.6 us per claimed event on the queue's hot path.
+    It is on the queue's hot path: every claimed event is built this way.
     """
 
     id: int
