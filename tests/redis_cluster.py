@@ -1,5 +1,5 @@
-"""A real local 3-master Redis Cluster (Valkey binary) for tests, as the queue's cluster
-tests start it (``tests/queue/test_cluster.py``)."""
+"""A real local 3-master Redis Cluster (Valkey binary) for the queue's and the web tier's
+cluster tests."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import redis
 
 from common.embedded_redis import EmbeddedRedis
+from tests.waiting import wait_for_blocking
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 
@@ -55,15 +56,15 @@ def local_cluster() -> Iterator[list[int]]:
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
         for s in servers[1:]:
             clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", s.port)
-        deadline = time.monotonic() + 30
-        while not all(
-            c.execute_command("CLUSTER", "INFO").decode().count("cluster_state:ok")
-            and len(c.execute_command("CLUSTER", "SLOTS")) == 3
-            for c in clients
-        ):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the local cluster did not come up")
-            time.sleep(0.1)
+        wait_for_blocking(
+            lambda: all(
+                c.execute_command("CLUSTER", "INFO").decode().count("cluster_state:ok")
+                and len(c.execute_command("CLUSTER", "SLOTS")) == 3
+                for c in clients
+            ),
+            "the local cluster to agree on its slots",
+            timeout_s=30,
+        )
         for c in clients:
             c.close()
         yield [s.port for s in servers]

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import redis
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import SYSTEM_CLOCK, ManualClock
-from common.embedded_redis import EmbeddedRedis
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy
 from common.queue.durable import add_durable_events
 from common.queue.handlers import HandlerRegistry
@@ -28,65 +24,15 @@ from gameserver.wake import WakeListener
 from tests.queue.conftest import START_MS, counts, eventually
 from tests.queue.testgame import EFFECT, MEMORY, reset_effects
 from tests.queue.testgame.handlers import register
+from tests.redis_cluster import local_cluster
 
 pytestmark = pytest.mark.slow
-
-SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _cluster_ports() -> list[int]:
-    """Three ports whose cluster-bus ports (port + 10000) are free too, all below Linux's
-    ephemeral range (32768+), where an outgoing connection can hold a port nobody listens
-    on (the server then exits at start with "address already in use")."""
-    ports: list[int] = []
-    candidate = 21000 + (time.time_ns() // 1000) % 1500
-    while len(ports) < 3:
-        candidate += 1
-        if _bindable(candidate) and _bindable(candidate + 10000):
-            ports.append(candidate)
-    return ports
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[int]]:
-    servers = []
-    try:
-        for port in _cluster_ports():
-            servers.append(
-                EmbeddedRedis(
-                    port=port,
-                    extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "3000"],
-                ).start()
-            )
-        clients = [redis.Redis(port=s.port) for s in servers]
-        for client, (first, last) in zip(clients, SLOTS, strict=True):
-            client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
-        for s in servers[1:]:
-            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", s.port)
-        deadline = time.monotonic() + 30
-        while not all(
-            c.execute_command("CLUSTER", "INFO").decode().count("cluster_state:ok")
-            and len(c.execute_command("CLUSTER", "SLOTS")) == 3
-            for c in clients
-        ):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the local cluster did not come up")
-            time.sleep(0.1)
-        for c in clients:
-            c.close()
-        yield [s.port for s in servers]
-    finally:
-        for s in servers:
-            s.stop()
+    with local_cluster() as ports:
+        yield ports
 
 
 @pytest.fixture

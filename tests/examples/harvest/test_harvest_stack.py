@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from tests.browser.stack import REPO, run_stack
 from tests.conftest import TEST_REDIS_URL
+from tests.waiting import wait_for_blocking
 
 GAME = "examples.harvest"
 PASSWORD = "a harvest of eleven kinds of grain"
@@ -78,7 +78,8 @@ def test_sow_then_the_harvest_raises_production(tmp_path: Path, redis_prefix: st
         assert (status, error["error"]["code"]) == (409, "not_enough_grain")
 
         # both harvests run at their due time, in the task server: 60 + 2 x 20 an hour
-        deadline = time.monotonic() + 30
-        while _grain(stack.url, token)["rate_per_hour"] != 100:
-            assert time.monotonic() < deadline, _grain(stack.url, token)
-            time.sleep(0.1)
+        wait_for_blocking(
+            lambda: _grain(stack.url, token)["rate_per_hour"] == 100,
+            "both harvests to raise the grain rate to 100 an hour",
+            timeout_s=30,
+        )
