@@ -1,36 +1,12 @@
-"""The task server's Redis connection: a plain client, or a cluster client when Redis says so."""
+"""``node_client``: a plain client for pub/sub on the task server's Redis, cluster or not
+(``common.redis_conn.connect_redis`` makes the connection itself)."""
 
 from __future__ import annotations
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from common.redis_conn import AnyRedis, check_redis, create_redis
-from common.settings import Settings
-
-
-async def connect(settings: Settings) -> AnyRedis:
-    """Connect to REDIS_URL; switch to a cluster client if the server is a cluster node.
-
-    Raises UnreachableError (one clear line) when nobody answers.
-    """
-    client = create_redis(settings)
-    try:
-        await check_redis(client, settings.redis_url)
-        info = await client.info("cluster")
-    except BaseException:
-        await client.aclose()
-        raise
-    if not int(info.get("cluster_enabled", 0)):
-        return client
-    await client.aclose()
-    cluster = create_redis(settings, cluster=True)
-    try:
-        await check_redis(cluster, settings.redis_url)
-    except BaseException:
-        await cluster.aclose()
-        raise
-    return cluster
+from common.redis_conn import AnyRedis
 
 
 def node_client(client: AnyRedis) -> Redis:

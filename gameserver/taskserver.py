@@ -32,7 +32,7 @@ from common.queue.eventqueue import EventQueue
 from common.queue.handlers import HandlerRegistry, Job
 from common.queue.reconciler import Reconciler
 from common.queue.worker import PartitionWorker, is_unavailable
-from common.redis_conn import AnyRedis
+from common.redis_conn import AnyRedis, connect_redis
 from common.settings import Settings
 from db.engine import check_database, create_engine, session_factory
 from db.migrate import current_revision, require_current
@@ -42,7 +42,6 @@ from gameserver.config import TaskServerConfig
 from gameserver.jobs import JobContext, JobMetrics, WorldJob
 from gameserver.leases import LeaseManager
 from gameserver.metrics import MetricsServer, QueueMetrics
-from gameserver.redis_client import connect
 from gameserver.retention import Retention
 from gameserver.wake import WakeListener
 
@@ -203,7 +202,7 @@ class TaskServer:
                 f"DATABASE_URL: SQLite {sqlite3.sqlite_version} lacks DELETE ... RETURNING, "
                 "which the queue's exactly-once path needs; use SQLite 3.35+ or PostgreSQL"
             )
-        self.redis = await connect(settings)
+        self.redis = await connect_redis(settings)
         self.engine = create_engine(settings)
         await check_database(self.engine)
         await require_current(self.engine, settings)

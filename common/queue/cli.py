@@ -23,9 +23,9 @@ from common.errors import FatalError
 from common.queue import deadletters
 from common.queue.eventqueue import EventQueue
 from common.queue.events import PartitionStats
+from common.redis_conn import connect_redis
 from common.settings import Settings, load_settings
 from db.engine import create_engine, session_factory
-from gameserver.redis_client import connect
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ def _run(ctx: click.Context, work: Callable[[EventQueue, Settings], Awaitable[T]
     """Run ``work`` with a queue on the configured Redis; one-line errors, exit codes."""
 
     async def main(settings: Settings) -> T:
-        redis = await connect(settings)
+        redis = await connect_redis(settings)
         queue = EventQueue(
             redis,
             prefix=settings.redis_prefix,

@@ -13,12 +13,12 @@ from common.clock import SYSTEM_CLOCK, ManualClock
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy
 from common.queue.durable import add_durable_events
 from common.queue.handlers import HandlerRegistry
+from common.redis_conn import connect_redis
 from common.settings import Settings
 from common.snapshot_versions import bump_versions, read_version
 from db.engine import create_engine, session_factory
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
-from gameserver.redis_client import connect
 from gameserver.taskserver import TaskServer
 from gameserver.wake import WakeListener
 from tests.queue.conftest import START_MS, counts, eventually
@@ -145,7 +145,7 @@ async def test_task_server_runs_on_a_cluster(
         queue_partitions=6,
         gameserver_metrics_port=0,
     )  # type: ignore[call-arg]
-    client = await connect(settings)
+    client = await connect_redis(settings)
     assert isinstance(client, RedisCluster)  # detected from the server
     await client.aclose()
     engine = create_engine(settings)
