@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
@@ -93,9 +93,7 @@ async def test_an_abandoned_village_has_no_owner_and_no_buildings(
         await conn.execute(
             update(Village).where(Village.id == alice["village_id"]).values(player_id=None)
         )
-        await conn.execute(
-            Building.__table__.delete().where(Building.village_id == alice["village_id"])
-        )
+        await conn.execute(delete(Building).where(Building.village_id == alice["village_id"]))
     bob = await _register(client, "bob")
     window = await _whole_map(client, bob["auth"])
     [abandoned] = [v for v in window.villages if v.id == alice["village_id"]]
