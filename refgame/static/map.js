@@ -27,6 +27,7 @@ const map = {
   alliance: new Set(), // player ids (strings) of the alliance's members
   drag: null,
   dragged: false,
+  drawn: '', // the cells on screen, to skip redrawing the same
 };
 
 /* Builds an element; text is added as text nodes, never as HTML (names are players'). */
@@ -119,37 +120,50 @@ function known(x, y) {
   return w && x >= w.min_x && x <= w.max_x && y >= w.min_y && y <= w.max_y;
 }
 
+/* What each cell of the view shows, north (larger y) at the top. */
+function cellSpecs() {
+  const v = map.opts.ownVillage();
+  const specs = [];
+  for (let y = map.cy + VIEW_RADIUS; y >= map.cy - VIEW_RADIUS; y--) {
+    for (let x = map.cx - VIEW_RADIUS; x <= map.cx + VIEW_RADIUS; x++) {
+      const off = map.mapRadius !== null && (Math.abs(x) > map.mapRadius || Math.abs(y) > map.mapRadius);
+      const w = !off && known(x, y) ? map.window.at.get(`${x},${y}`) ?? null : null;
+      const empty = off ? 'off' : known(x, y) ? '' : 'unknown';
+      specs.push({ x, y, w, kind: w ? kindOf(w) : empty, here: Boolean(w && v && x === v.x && y === v.y) });
+    }
+  }
+  return specs;
+}
+
+function cellNode({ x, y, w, kind, here }) {
+  if (!w) {
+    return el('div', { class: kind ? `cell ${kind}` : 'cell', title: kind === 'off' ? 'off the map' : `(${x}|${y})` });
+  }
+  return el('button', {
+    type: 'button', class: `cell village ${kind}${here ? ' here' : ''}`,
+    'aria-label': `${w.name} (${x}|${y}), ${w.player_name ?? 'no owner'}`, dataset: { x, y, kind },
+    onpointerenter: () => point(w),
+    onfocus: () => point(w),
+    onclick: () => { point(w); map.opts.onTarget(w, false); },
+  }, shortLabel(w, kind));
+}
+
 function render() {
   const grid = document.querySelector('#map');
   if (!grid) return;
-  const hadFocus = grid.contains(document.activeElement) && document.activeElement !== grid;
-  const focusedAt = hadFocus ? `${document.activeElement.dataset.x},${document.activeElement.dataset.y}` : null;
-  const v = map.opts.ownVillage();
-  const cells = [];
-  for (let y = map.cy + VIEW_RADIUS; y >= map.cy - VIEW_RADIUS; y--) { // north (larger y) at the top
-    for (let x = map.cx - VIEW_RADIUS; x <= map.cx + VIEW_RADIUS; x++) {
-      const off = map.mapRadius !== null && (Math.abs(x) > map.mapRadius || Math.abs(y) > map.mapRadius);
-      const w = !off && known(x, y) ? map.window.at.get(`${x},${y}`) : null;
-      if (!w) {
-        const cls = off ? 'cell off' : known(x, y) ? 'cell' : 'cell unknown';
-        cells.push(el('div', { class: cls, title: off ? 'off the map' : `(${x}|${y})` }));
-        continue;
-      }
-      const kind = kindOf(w);
-      const here = v && x === v.x && y === v.y;
-      const name = `${w.name} (${x}|${y}), ${w.player_name ?? 'no owner'}`;
-      cells.push(el('button', {
-        type: 'button', class: `cell village ${kind}${here ? ' here' : ''}`,
-        'aria-label': name, dataset: { x, y, kind },
-        onpointerenter: () => point(w),
-        onfocus: () => point(w),
-        onclick: () => { point(w); map.opts.onTarget(w, false); },
-      }, shortLabel(w, kind)));
+  const specs = cellSpecs();
+  // unchanged cells stay (a snapshot redraws often): a click in progress is not lost
+  const drawn = JSON.stringify(specs);
+  if (drawn !== map.drawn) {
+    map.drawn = drawn;
+    const focused = grid.contains(document.activeElement) && document.activeElement !== grid
+      ? document.activeElement.dataset : null;
+    grid.replaceChildren(...specs.map(cellNode));
+    if (focused) { // keyboard panning from a village keeps the focus in the map
+      const again = grid.querySelector(`[data-x="${focused.x}"][data-y="${focused.y}"]`);
+      (again || grid).focus({ preventScroll: true });
     }
   }
-  grid.replaceChildren(...cells);
-  const again = focusedAt && grid.querySelector(`[data-x="${focusedAt.split(',')[0]}"][data-y="${focusedAt.split(',')[1]}"]`);
-  if (hadFocus) (again || grid).focus({ preventScroll: true });
   const centre = document.querySelector('#map-centre');
   if (centre) centre.textContent = `centre (${map.cx}|${map.cy})`;
   renderInfo();
@@ -186,7 +200,9 @@ function renderInfo() {
     : `${w.player_name}${kind === 'own' ? ' (you)' : kind === 'bot' ? ' (bot)' : kind === 'alliance' ? ' (alliance)' : ''}`;
   const travel = distance === null ? null : travelText(distance);
   const isHere = v && w.x === v.x && w.y === v.y;
-  box.replaceChildren(
+  // only the text is rebuilt: the button stays, so a click that starts as the box
+  // changes (a troop count's change event on the way) still lands
+  box.querySelector('.map-info-text').replaceChildren(
     el('div', { class: 'map-info-name' }, el('strong', {}, w.name), ` (${w.x}|${w.y})`),
     el('div', { class: 'map-info-owner' }, `Owner: ${owner}`),
     w.size === null ? null : el('div', { class: 'map-info-size' }, `Population: ${w.size}`),
@@ -194,10 +210,8 @@ function renderInfo() {
       : el('div', { class: 'map-info-distance' }, isHere ? 'The village on screen'
         : `Distance: ${distance.toFixed(1)} fields from ${v.name}`),
     travel && el('div', { class: 'map-info-travel' }, `Travel: ${travel}`),
-    isHere ? null : el('button', {
-      type: 'button', id: 'map-send-here', onclick: () => map.opts.onTarget(w, true),
-    }, 'Send troops here'),
   );
+  box.querySelector('#map-send-here').hidden = Boolean(isHere);
   box.dataset.kind = kind;
   box.hidden = false;
 }
@@ -299,5 +313,10 @@ export function initMap(opts) {
     el('span', { class: 'field-error', id: 'map-jump-error', role: 'alert', hidden: true }),
     el('span', { id: 'map-centre', class: 'muted small-text', 'aria-live': 'polite' }));
   grid.before(controls);
-  grid.after(el('div', { id: 'map-info', class: 'map-info', 'aria-live': 'polite', hidden: true }), legend());
+  // the travel time in the box follows the troops chosen in the march form
+  for (const type of ['input', 'change']) document.querySelector('#march-form')?.addEventListener(type, renderInfo);
+  const send = () => { if (map.pointed) map.opts.onTarget(map.pointed, true); };
+  grid.after(el('div', { id: 'map-info', class: 'map-info', hidden: true },
+    el('div', { class: 'map-info-text', 'aria-live': 'polite' }),
+    el('button', { type: 'button', id: 'map-send-here', onclick: send }, 'Send troops here')), legend());
 }

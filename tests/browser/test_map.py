@@ -140,6 +140,12 @@ def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack) -> None:
             assert _clock_s(travel.group(1)) == math.ceil(expected_ms / 1000)
             page.screenshot(path=str(ARTIFACTS / "map.png"), full_page=True)
 
+            # a click on the village makes it the target too (the box stays)
+            target.click()
+            expect(page.locator("#march-x")).to_have_value(str(bx))
+            page.fill("#march-x", "")
+            page.fill("#march-y", "")
+
             # "Send troops here" fills the march target and moves to the form
             info.get_by_role("button", name="Send troops here").click()
             expect(page.locator("#march-x")).to_have_value(str(bx))
