@@ -141,7 +141,7 @@ function cellNode({ x, y, w, kind, here }) {
   }
   return el('button', {
     type: 'button', class: `cell village ${kind}${here ? ' here' : ''}`,
-    'aria-label': `${w.name} (${x}|${y}), ${w.player_name ?? 'no owner'}`, dataset: { x, y, kind },
+    'aria-label': `${w.name} (${x}|${y}), ${w.player_name ?? 'no owner'}: ${KIND_TEXT[kind]}`, dataset: { x, y, kind },
     onpointerenter: () => point(w),
     onfocus: () => point(w),
     onclick: () => { point(w); map.opts.onTarget(w, false); },
