@@ -6,15 +6,20 @@ after her (the placement puts him beside her). alice pans the map with the arrow
 keys and by dragging, jumps to coordinates (bad ones are refused beside the
 fields), points at bob's village (owner, population, distance and the chosen
 troops' travel time show) and uses "Send troops here", which fills the march
-form's target. The test gives alice ten legionnaires in the database.
+form's target. A bot from ``wgctl worldgen`` and, once the client is told of an
+alliance, bob's village get their own marks. The test gives alice ten
+legionnaires and moves the bot's village beside hers in the database.
 Screenshot: ``artifacts/browser/map.png``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,13 +28,14 @@ from playwright.sync_api import expect, sync_playwright
 
 from refgame.travel import march_duration_ms
 from refgame.world import STARTING_BUILDINGS
-from tests.browser.stack import Stack, launch_chromium, run_stack
+from tests.browser.stack import REPO, Stack, launch_chromium, run_stack
 from tests.browser.test_browser import (
     ARTIFACTS,
     PASSWORD,
     WAIT_MS,
     ensure_troops,
     new_page,
+    place_next_to,
     player_id,
     register,
 )
@@ -59,6 +65,27 @@ def _spot(stack: Stack, player: int) -> tuple[int, int]:
     return int(x), int(y)
 
 
+def _add_bot_beside(stack: Stack, sqlite_url: str, player: int) -> tuple[int, int]:
+    """One bot from ``wgctl worldgen``, its village moved two fields from ``player``'s."""
+    env = {**os.environ, "DATABASE_URL": sqlite_url, "GAME": "refgame"}
+    env["MAP_RADIUS"] = str(MAP_RADIUS)
+    wgctl = Path(sys.executable).parent / "wgctl"
+    done = subprocess.run(
+        [str(wgctl), "worldgen", "--players", "1", "--seed", "1"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(stack.db_path, timeout=10) as db:
+        (village_id,) = db.execute(
+            "SELECT v.id FROM villages v JOIN players p ON p.id = v.player_id WHERE p.is_bot"
+        ).fetchone()
+    return place_next_to(stack, int(village_id), player, 2)
+
+
 def _clock_s(text: str) -> int:
     seconds = 0
     for part in text.split(":"):
@@ -66,7 +93,7 @@ def _clock_s(text: str) -> int:
     return seconds
 
 
-def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack) -> None:
+def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack, sqlite_url: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=WAIT_MS)
     errors: list[str] = []
@@ -82,6 +109,7 @@ def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack) -> None:
             register(stack.url, "bob")  # registered right after alice: her neighbour
             alice, bob = player_id(stack, "alice"), player_id(stack, "bob")
             (ax, ay), (bx, by) = _spot(stack, alice), _spot(stack, bob)
+            bot_x, bot_y = _add_bot_beside(stack, sqlite_url, alice)
             centre = page.locator("#map-centre")
             grid = page.locator("#map")
             expect(centre).to_have_text(f"centre ({ax}|{ay})")
@@ -127,6 +155,9 @@ def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack) -> None:
             target = grid.locator(f'button[data-x="{bx}"][data-y="{by}"]')
             expect(target).to_have_attribute("data-kind", "player")
             expect(target).to_have_text("bo")  # not just the first letter
+            bot = grid.locator(f'button[data-x="{bot_x}"][data-y="{bot_y}"]')
+            expect(bot).to_have_attribute("data-kind", "bot")
+            expect(bot).to_have_text("⚙")
             target.hover()
             info = page.locator("#map-info")
             expect(info).to_contain_text("bob's village")
@@ -156,6 +187,12 @@ def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack) -> None:
             expect(page.locator("#marches-out li[data-kind=attack]")).to_contain_text(
                 "bob's village"
             )
+
+            # once the client knows the alliance, its members' villages are marked
+            members = f"import('/static/app.js').then((app) => app.setAllianceMembers([{bob}]))"
+            page.evaluate(members)
+            expect(target).to_have_attribute("data-kind", "alliance")
+            expect(page.locator(".map-legend")).to_contain_text("alliance")
 
             # back to the village on screen
             page.get_by_role("button", name="Back to my village").click()
