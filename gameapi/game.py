@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import MetaData, Select
+from sqlalchemy import ColumnElement, MetaData, Select
 
 from db.declare import PlaceTemplate, Resource
 from gameapi.bench import GameBench
@@ -73,6 +73,9 @@ class Game:
     tables: MetaData | None = None  # the game's own tables (its Alembic branch creates them)
     migrations: Path | None = None  # the game's Alembic versions directory
     snapshot_parts: Sequence[SnapshotPart] = ()
+    # (the places' id column) -> a scalar SQL expression, e.g. a correlated subquery over
+    # the game's tables: a place's size as the map shows it (GET /api/map); None: no size
+    place_size: Callable[[ColumnElement[int]], ColumnElement[Any]] | None = None
     # the operator console's view of the game (webfront/admin/hooks.py says what they return)
     admin_timeline: (
         Callable[[AsyncSession, int], Awaitable[dict[str, list[dict[str, Any]]]]] | None

@@ -21,6 +21,7 @@ from refgame import admin, bench, commands, handlers, rules
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
+from refgame.population import village_population
 from refgame.resources import RESOURCE_TYPES, RESOURCES
 from refgame.snapshot import SNAPSHOT_PARTS
 
@@ -132,6 +133,7 @@ GAME = Game(
     tables=Base.metadata,
     migrations=MIGRATIONS,
     snapshot_parts=SNAPSHOT_PARTS,
+    place_size=village_population,
     admin_timeline=admin.admin_timeline,
     replay_report=admin.replay_report,
     bench=bench.workload(STARTING_TROOPS),

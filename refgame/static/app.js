@@ -9,11 +9,13 @@
  * at once) and alerts such as an incoming attack show in a banner.
  */
 import { WebGame } from '/sdk/webgame.js';
+import { centreOnVillage, initMap, mapSnapshot, refreshMap } from './map.js';
+
+export { setAllianceMembers } from './map.js';
 
 const POLL_MIN_MS = 1000;
 const POLL_MAX_MS = 15000;
 const FRAME_MS = 100; // counters and countdowns are redrawn at most this often
-const MAP_RADIUS = 4; // the map window is (2r+1)² cells around the village (style.css: .map)
 const RECALL_FRACTION = 0.5; // refgame/travel.py: recall while less than half the way is done
 const MS_PER_HOUR = 3600000;
 const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
@@ -200,7 +202,8 @@ function applySnapshot(snap) {
   showGame(true);
   if (!state.rules) loadRules();
   render();
-  if (firstOrMoved) loadMap();
+  mapSnapshot(snap);
+  if (firstOrMoved) centreOnVillage();
   if (snap.unread_reports !== state.lastUnread) {
     state.lastUnread = snap.unread_reports; // a new report (or one was read): reload the list
     loadReports();
@@ -454,42 +457,19 @@ function frame(force = false) {
 
 /* ---- map and reports ------------------------------------------------------- */
 
-async function loadMap() {
+/* A village on the map becomes the march target; ``focus``: and the form comes into view. */
+function targetVillage(w, focus) {
   const v = village();
-  if (!v) return;
-  const map = await api('map', { x: v.x, y: v.y, radius: MAP_RADIUS });
-  if (map) renderMap(map, v);
-}
-
-function renderMap(map, v) {
-  const at = new Map(map.villages.map((w) => [`${w.x},${w.y}`, w]));
-  const grid = $('#map');
-  const cells = [];
-  // The whole window, also where it passes the map's edge, so the village stays in the middle.
-  for (let y = v.y + MAP_RADIUS; y >= v.y - MAP_RADIUS; y--) { // north (larger y) at the top
-    for (let x = v.x - MAP_RADIUS; x <= v.x + MAP_RADIUS; x++) {
-      const w = at.get(`${x},${y}`);
-      if (!w) {
-        const off = Math.abs(x) > map.map_radius || Math.abs(y) > map.map_radius;
-        cells.push(el('div', { class: off ? 'cell off' : 'cell', title: off ? 'off the map' : `(${x}|${y})` }));
-        continue;
-      }
-      const own = String(w.player_id) === String(state.snap.player_id);
-      const text = `${w.name} (${x}|${y}), ${w.player_name ?? 'no owner'}`;
-      cells.push(el('button', {
-        type: 'button', class: `cell village${own ? ' own' : ''}${x === v.x && y === v.y ? ' here' : ''}`,
-        title: text, 'aria-label': text, dataset: { x, y },
-        onclick: () => {
-          $('#march-x').value = x;
-          $('#march-y').value = y;
-          $('#march-kind').value = own ? 'reinforce' : 'attack';
-          showMessage(`Target: ${text}.`, 'ok');
-          renderMarchPreview(v);
-        },
-      }, (w.player_name ?? '?').charAt(0).toUpperCase()));
-    }
+  const own = String(w.player_id) === String(state.snap?.player_id);
+  $('#march-x').value = w.x;
+  $('#march-y').value = w.y;
+  $('#march-kind').value = own ? 'reinforce' : 'attack';
+  showMessage(`Target: ${place(w)}, ${w.player_name ?? 'no owner'}.`, 'ok');
+  if (v) renderMarchPreview(v);
+  if (focus) {
+    $('#march-form').scrollIntoView({ block: 'nearest' });
+    ($('#march-troops input') ?? $('#march-kind')).focus({ preventScroll: true });
   }
-  grid.replaceChildren(...cells);
 }
 
 async function loadReports() {
@@ -685,7 +665,15 @@ function start() {
     $(id).addEventListener('input', redrawForms);
     $(id).addEventListener('change', redrawForms);
   }
-  $('#map-refresh').addEventListener('click', loadMap);
+  $('#map-refresh').addEventListener('click', refreshMap);
+  initMap({
+    query: api,
+    snapshot: () => state.snap,
+    ownVillage: village,
+    rules: () => state.rules,
+    chosenTroops: () => marchInput().troops,
+    onTarget: targetVillage,
+  });
   $('#message-close').addEventListener('click', hideMessage);
   $('#alert-close').addEventListener('click', () => { $('#alert-banner').hidden = true; });
   $('#logout').addEventListener('click', async () => {
@@ -695,7 +683,7 @@ function start() {
   $('#village-select').addEventListener('change', (event) => {
     state.villageId = event.target.value;
     render();
-    loadMap();
+    centreOnVillage();
   });
   // 401: the session expired or was revoked (at start-up: there was none, say nothing)
   game.addEventListener('unauthorized', () => {

@@ -131,12 +131,12 @@ def test_costs_times_and_what_is_missing_before_a_click(stack: Stack) -> None:
             # more troops than are home: said next to the field, nothing sent; the next
             # action clears the old errors
             page.fill("#march-legionnaire", "30")
-            page.get_by_role("button", name="Send").click()
+            page.get_by_role("button", name="Send", exact=True).click()
             expect(page.locator("#march-legionnaire-error")).to_have_text("Only 10 at home.")
             expect(refusal).to_be_hidden()
             page.screenshot(path=str(ARTIFACTS / "know-before.png"), full_page=True)
             page.fill("#march-legionnaire", "3")
-            page.get_by_role("button", name="Send").click()
+            page.get_by_role("button", name="Send", exact=True).click()
             expect(page.locator("#march-legionnaire-error")).to_be_hidden()
             expect(page.locator("#marches-out li[data-kind=raid]")).to_contain_text("bob's village")
         finally:

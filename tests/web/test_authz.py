@@ -29,10 +29,11 @@ async def _snapshot(client: TestClient, alice: Player, bob: Player, ctx: dict[st
 
 
 async def _map(client: TestClient, alice: Player, bob: Player, ctx: dict[str, Any]) -> None:
-    # the map is public by design (positions, names, owners): nothing private in it
+    # the map is public by design (positions, names, owners, whether a bot, the game's
+    # size): nothing private in it
     data = await (await client.get("/api/map?x=0&y=0&radius=15", headers=bob.auth)).json()
-    assert all(set(v) == {"id", "name", "x", "y", "player_id", "player_name"}
-               for v in data["villages"])  # fmt: skip
+    public = {"id", "name", "x", "y", "player_id", "player_name", "player_is_bot", "size"}
+    assert all(set(v) == public for v in data["villages"])
 
 
 async def _reports(client: TestClient, alice: Player, bob: Player, ctx: dict[str, Any]) -> None:

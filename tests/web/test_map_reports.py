@@ -31,6 +31,8 @@ async def test_map_window_lists_villages_inside_with_owner(
     [village] = window.villages
     assert (village.id, village.x, village.y) == (alice.village_id, 3, 4)
     assert village.player_name == "Alice" and village.player_id == alice.player_id
+    assert not village.player_is_bot
+    assert village.size is None  # this game declares no place_size
     far = MapOut.model_validate(
         await (await client.get("/api/map?x=48&y=48&radius=2", headers=alice.auth)).json()
     )
