@@ -49,7 +49,8 @@ async def game(engine: AsyncEngine) -> GameDriver:
 
 async def _xy(game: GameDriver, village_id: int) -> tuple[int, int]:
     async with game.sessions() as session:
-        x, y = (await session.execute(select(Village.x, Village.y).where(Village.id == village_id))).one()  # fmt: skip
+        row = await session.execute(select(Village.x, Village.y).where(Village.id == village_id))
+        x, y = row.one()
         return x, y
 
 
