@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from gameapi import Query, QueryRoute, places, players
+from gameapi import Out, Query, QueryRoute, places, players
 from gameapi.game import AnySelect
 from gameserver.jobs import JobContext
 from refgame.errors import RuleError
@@ -101,6 +101,33 @@ async def rankings_job(ctx: JobContext) -> None:
 
 
 # ---- reading ------------------------------------------------------------------------------
+
+
+class RankingRowOut(Out):
+    rank: int = Field(description="equal values share a rank; the next one skips")
+    value: int
+    player_id: int | None = Field(None, description="a player ranking's row")
+    name: str = Field(description="the player's or the alliance's name")
+    alliance_id: int | None = Field(None, description="an alliance ranking's row")
+    tag: str | None = None
+    members: int | None = None
+
+
+class OwnRankOut(Out):
+    rank: int
+    value: int
+    alliance_id: int | None = Field(None, description="of=alliance: the player's alliance")
+
+
+class RankingsOut(Out):
+    kind: Kind
+    of: Literal["player", "alliance"]
+    page: int
+    limit: int
+    total: int
+    computed_ms: int | None = Field(description="when the ranking job last ran; null: never")
+    rows: list[RankingRowOut]
+    me: OwnRankOut | None = Field(description="the viewing player's (or alliance's) rank")
 
 
 class RankingsQuery(Query):
@@ -211,6 +238,10 @@ async def rankings(session: AsyncSession, player_id: int, query: RankingsQuery) 
 
 QUERIES = [
     QueryRoute(
-        "rankings", RankingsQuery, rankings, "Rankings by population, attack or defence points"
+        "rankings",
+        RankingsQuery,
+        rankings,
+        "Rankings by population, attack or defence points",
+        response_model=RankingsOut,
     ),
 ]

@@ -79,9 +79,7 @@ def _march(stack: Stack, token: str, body: dict[str, Any]) -> dict[str, Any]:
 def _overflow_px(page: Page) -> int:
     """How far the page is wider than the screen (0: no sideways scrolling)."""
     return int(
-        page.evaluate(
-            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
+        page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     )
 
 

@@ -243,6 +243,8 @@ async def test_alliance_rankings_sum_their_members(
     ]
     assert [r["rank"] for r in page["rows"]] == [1, 2] and page["total"] == 2
     assert page["me"] == {"rank": 2, "alliance_id": 2, "value": south}
+    rankings.RankingsOut.model_validate({"kind": "population", "of": "alliance", "page": 1,
+                                         "limit": 10, **page})  # fmt: skip
     async with game.sessions() as session:
         with pytest.raises(rankings.AlliancesUnavailable):
             await rankings.alliance_ranking(session, MetaData(), players[0], "attack", 1, 10)
@@ -288,6 +290,7 @@ async def test_the_route_pages_a_ranking_with_the_players_own_rank(
     )
     assert resp.status == 200, await resp.text()
     page = await resp.json()
+    rankings.RankingsOut.model_validate(page)  # the documented shape
     assert [(r["rank"], r["name"], r["value"]) for r in page["rows"]] == [
         (1, "carol", 9),
         (2, "alice", 5),
