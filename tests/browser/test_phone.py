@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, ViewportSize, expect, sync_playwright
 
 from refgame.buildings import BUILDINGS
 from refgame.resources import RESOURCES
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 
 WORLD_SPEED = 50
 MAP_RADIUS = 15
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 TAP_PX = 44  # the smallest button a thumb hits reliably
 COUNTDOWN = re.compile(r"^\d+:\d\d$")
 
