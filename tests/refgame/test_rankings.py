@@ -25,7 +25,7 @@ from gameserver import builtin
 from gameserver.taskserver import TaskServer
 from refgame import commands, handlers, rankings
 from refgame.battle import BattleResult, replay_report
-from refgame.models import Building, PlayerPoints, Ranking, Report
+from refgame.models import Base, Building, PlayerPoints, Ranking, Report
 from refgame.points import BattlePoints, award, battle_points
 from refgame.resources import STOCKS
 from refgame.world import village_template
@@ -199,7 +199,11 @@ async def _ranking_kinds(engine: AsyncEngine) -> set[str]:
 
 @pytest.fixture
 async def alliance_tables(engine: AsyncEngine) -> AsyncIterator[MetaData]:
-    """``alliances`` and ``alliance_members`` as the alliance feature declares them."""
+    """``alliances`` and ``alliance_members`` as the alliance feature declares them (its
+    own, once the game has them: never created or dropped here then)."""
+    if rankings.alliances_available(Base.metadata):
+        yield Base.metadata
+        return
     metadata = MetaData()
     Table("alliances", metadata, Column("id", Integer, primary_key=True),
           Column("name", String(32)), Column("tag", String(8)))  # fmt: skip
@@ -314,7 +318,12 @@ async def test_the_route_pages_a_ranking_with_the_players_own_rank(
         ({"limit": str(rankings.MAX_LIMIT + 1)}, 422, None),
         ({"of": "guild"}, 422, None),
         ({"sort": "value"}, 422, None),
-        ({"of": "alliance"}, 404, "alliances_unavailable"),
+        # until the game has alliance tables (the merge adds a route test of of=alliance)
+        *(
+            []
+            if rankings.alliances_available(Base.metadata)
+            else [({"of": "alliance"}, 404, "alliances_unavailable")]
+        ),
     ],
 )
 async def test_bad_ranking_queries_are_refused(
