@@ -100,3 +100,31 @@ class Report(Base):
     body: Mapped[dict[str, Any]]
     created_ms: Mapped[int]
     is_read: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class PlayerPoints(Base):
+    """Battle points a player has earned so far (``refgame.points`` says how)."""
+
+    __tablename__ = "player_points"
+
+    player_id: Mapped[int] = mapped_column(
+        ForeignKey(_PLAYER_ID, ondelete="CASCADE"), primary_key=True
+    )
+    attack_points: Mapped[int] = mapped_column(default=0)
+    defence_points: Mapped[int] = mapped_column(default=0)
+
+
+class Ranking(Base):
+    """A player's place in one ranking (population, attack, defence), as the last run of
+    the ranking job computed it (``refgame.rankings``)."""
+
+    __tablename__ = "rankings"
+    __table_args__ = (Index("ix_rankings_kind_rank", "kind", "rank"),)
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    player_id: Mapped[int] = mapped_column(
+        ForeignKey(_PLAYER_ID, ondelete="CASCADE"), primary_key=True
+    )
+    rank: Mapped[int] = mapped_column(Integer)
+    value: Mapped[int]
+    computed_ms: Mapped[int]

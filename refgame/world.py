@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table
 
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, bench, commands, handlers, rules
+from refgame import admin, bench, commands, handlers, rankings, rules
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -129,6 +129,7 @@ GAME = Game(
     new_place=new_place,
     register_handlers=handlers.register,
     commands=[*commands.ROUTES, *rules.ROUTES],
+    queries=rankings.QUERIES,
     rule_errors=commands.RULE_ERRORS,
     tables=Base.metadata,
     migrations=MIGRATIONS,

@@ -9,7 +9,10 @@
  * at once) and alerts such as an incoming attack show in a banner.
  */
 import { WebGame } from '/sdk/webgame.js';
+import { costNodes, icon } from './icons.js';
+import { IncomingAlert } from './incoming.js';
 import { centreOnVillage, initMap, mapSnapshot, refreshMap } from './map.js';
+import { RankingsPanel } from './rankings.js';
 
 export { setAllianceMembers } from './map.js';
 
@@ -35,6 +38,8 @@ const state = {
   msgTimer: 0,
   rules: null, // the rule tables (costs, durations, unit stats), fetched once
   rulesLoading: null,
+  incoming: null, // IncomingAlert: the banner and the tab title (incoming.js)
+  rankings: null, // RankingsPanel (rankings.js)
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -201,9 +206,11 @@ function applySnapshot(snap) {
   if (firstOrMoved) state.villageId = snap.villages[0]?.id ?? null;
   showGame(true);
   if (!state.rules) loadRules();
+  state.incoming.fromSnapshot(snap);
   render();
   mapSnapshot(snap);
   if (firstOrMoved) centreOnVillage();
+  if (firstOrMoved) state.rankings.load(snap.player_id);
   if (snap.unread_reports !== state.lastUnread) {
     state.lastUnread = snap.unread_reports; // a new report (or one was read): reload the list
     loadReports();
@@ -235,7 +242,7 @@ function renderResources(v) {
     const s = v.stocks[r];
     const rate = s.rate_per_hour;
     return el('div', { class: 'res', dataset: { res: r } },
-      el('span', { class: 'res-name' }, label(r)),
+      el('span', { class: 'res-name' }, icon(r), label(r)),
       el('span', { class: 'amount', id: `res-${r}` }, String(s.units)),
       el('span', { class: 'cap' }, ` / ${s.cap}`),
       el('span', { class: rate < 0 ? 'rate negative' : 'rate' }, `${rate >= 0 ? '+' : ''}${rate}/h`));
@@ -260,17 +267,17 @@ function renderBuildings(v) {
         `${label(kind)}: level ${target} queued.`, button),
     }, level ? `Upgrade to ${target}` : 'Build');
     const info = plan && !maxed ? el('div', { class: 'cost small-text' },
-      `${costText(plan.cost)} · ${fmtDuration(plan.duration_ms)}`) : null;
+      ...costNodes(plan.cost), ` · ${fmtDuration(plan.duration_ms)}`) : null;
     const note = plan && !maxed ? el('div', { class: 'short small-text', dataset: { cost: JSON.stringify(plan.cost) } }) : null;
     return el('tr', { dataset: { kind } },
-      el('th', { scope: 'row' }, label(kind)),
+      el('th', { scope: 'row' }, icon(kind, 24), label(kind)),
       el('td', { class: 'level' }, String(level)),
       el('td', {}, button, info, note));
   }));
   const now = serverNow();
   $('#build-queue').replaceChildren(...(v.build_queue.length ? v.build_queue.map((o) =>
     el('li', { dataset: { kind: o.kind } },
-      `${label(o.kind)} → level ${o.target_level}`,
+      icon(o.kind), `${label(o.kind)} → level ${o.target_level}`,
       o.started_ms > now ? el('span', { class: 'muted' }, ' (waiting)') : null,
       el('span', { class: 'countdown', dataset: { due: o.done_ms } })))
     : [el('li', { class: 'muted' }, 'Nothing is being built.')]));
@@ -279,7 +286,7 @@ function renderBuildings(v) {
 function renderTroops(v) {
   const units = [...new Set([...KNOWN_UNITS, ...Object.keys(v.troops)])];
   const rows = units.filter((u) => v.troops[u]).map((u) =>
-    el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, label(u)), el('td', {}, String(v.troops[u]))));
+    el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, icon(u, 24), label(u)), el('td', {}, String(v.troops[u]))));
   const other = (t, where) => el('tr', { class: 'muted' },
     el('th', { scope: 'row' }, `${label(t.unit)} (${where} village ${t.village_id})`), el('td', {}, String(t.count)));
   rows.push(...v.troops_away.map((t) => other(t, 'away in')), ...v.reinforcements.map((t) => other(t, 'from')));
@@ -291,7 +298,7 @@ function renderTroops(v) {
     state.unitsKey = key;
     $('#train-unit').replaceChildren(...units.map((u) => el('option', { value: u }, label(u))));
     $('#march-troops').replaceChildren(...units.map((u) => el('div', { class: 'troop-input' },
-      el('label', { for: `march-${u}` }, label(u), ' ', el('span', { class: 'muted', id: `home-${u}` })),
+      el('label', { for: `march-${u}` }, icon(u), label(u), ' ', el('span', { class: 'muted', id: `home-${u}` })),
       el('input', { id: `march-${u}`, type: 'number', min: 0, value: 0, dataset: { unit: u } }),
       el('span', { class: 'field-error', id: `march-${u}-error`, role: 'alert', hidden: true }))));
   }
@@ -300,7 +307,7 @@ function renderTroops(v) {
   renderMarchPreview(v);
   const now = serverNow();
   $('#training-queue').replaceChildren(...(v.training_queue.length ? v.training_queue.map((o) =>
-    el('li', {}, `${o.count} × ${label(o.unit)}`,
+    el('li', {}, icon(o.unit), `${o.count} × ${label(o.unit)}`,
       o.started_ms > now ? el('span', { class: 'muted' }, ' (waiting)') : null,
       el('span', { class: 'countdown', dataset: { due: o.done_ms } })))
     : [el('li', { class: 'muted' }, 'No training.')]));
@@ -440,6 +447,7 @@ function frame(force = false) {
     if (v) for (const r of RESOURCES) setText($(`#res-${r}`), String(stockAt(v.stocks, r, now)));
     if (v) updateNotes(v, now);
     if (v) updateArrival(now);
+    state.incoming.tick(now);
     for (const node of document.querySelectorAll('[data-due]')) {
       const left = Number(node.dataset.due) - now;
       setText(node, left > 0 ? fmtDuration(left) : (node.dataset.doneText ?? 'done'));
@@ -558,10 +566,8 @@ function hideMessage() {
 function onAlert({ kind, data }) {
   if (kind !== 'incoming_attack' || !data) return;
   const target = state.snap?.villages.find((v) => String(v.id) === String(data.target_village_id));
-  const from = data.origin ? ` from (${data.origin.x}|${data.origin.y})` : '';
-  const on = target ? ` on ${target.name}` : '';
-  setText($('#alert-text'), `Incoming ${data.kind === 'raid' ? 'raid' : 'attack'}${on}${from}, arriving ${fmtTime(data.arrive_ms)}.`);
-  $('#alert-banner').hidden = false;
+  state.incoming.fromPush(data, target?.name);
+  state.incoming.tick(serverNow());
 }
 
 /* For .catch(): show the API's message, answer null. */
@@ -586,7 +592,7 @@ async function loggedIn() {
 function loggedOut(message) {
   Object.assign(state, { loggedIn: false, snap: null });
   poller.stop();
-  $('#alert-banner').hidden = true;
+  state.incoming.clear();
   showGame(false);
   setText($('#clock'), '');
   if (message) showMessage(message);
@@ -675,7 +681,9 @@ function start() {
     onTarget: targetVillage,
   });
   $('#message-close').addEventListener('click', hideMessage);
-  $('#alert-close').addEventListener('click', () => { $('#alert-banner').hidden = true; });
+  state.incoming = new IncomingAlert($('#alert-banner'));
+  state.rankings = new RankingsPanel($('#rankings-panel'), api);
+  $('#alert-close').addEventListener('click', () => state.incoming.dismiss());
   $('#logout').addEventListener('click', async () => {
     await game.logout().catch(() => null); // unreachable? the page logs out all the same
     loggedOut(null);
