@@ -38,6 +38,7 @@ from gameapi.game import AnySelect
 from gameserver.jobs import JobContext
 from refgame.errors import RuleError
 from refgame.models import Base, Building, PlayerPoints, Ranking
+from refgame.population import POPULATION
 
 RANKINGS_JOB = "refgame.rankings"
 RANKINGS_EVERY_S = 60  # how stale a ranking may be; a run reads every player once
@@ -63,7 +64,7 @@ def _values(kind: str) -> AnySelect:
     """``(player_id, value)`` of every player for ``kind``."""
     if kind == "population":
         levels = (
-            select(places.c.player_id, func.sum(Building.level).label("value"))
+            select(places.c.player_id, POPULATION.label("value"))
             .join(Building, Building.village_id == places.c.id)
             .where(places.c.player_id.is_not(None))
             .group_by(places.c.player_id)
