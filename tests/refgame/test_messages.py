@@ -127,12 +127,23 @@ async def test_the_inbox_pages_with_a_cursor(client: Any) -> None:
         if cursor is None:
             break
     assert pages == 3 and seen == [f"message {n}" for n in reversed(range(25))]
-    for query in ({"limit": 0}, {"limit": PAGE_MAX + 1}, {"before_id": "abc"},
-                  {"before_id": 0}, {"page": 2}):  # fmt: skip
+    queries: list[dict[str, Any]] = [
+        {"limit": 0},
+        {"limit": PAGE_MAX + 1},
+        {"before_id": "abc"},
+        {"before_id": 0},
+        {"page": 2},
+    ]
+    for query in queries:  # fmt: skip
         status, body = await get(client, bob, "messages", **query)
         assert status == 422 and body["error"]["code"] == "invalid_request", query
-    for bad in ({"message_ids": []}, {"message_ids": list(range(1, 102))},
-                {"message_ids": [0]}, {"message_ids": ["1"]}):  # fmt: skip
+    bodies: list[dict[str, Any]] = [
+        {"message_ids": []},
+        {"message_ids": list(range(1, 102))},
+        {"message_ids": [0]},
+        {"message_ids": ["1"]},
+    ]
+    for bad in bodies:  # fmt: skip
         status, _ = await post(client, bob, "messages/read", bad)
         assert status == 422, bad
     assert (await snapshot(client, bob))["unread_messages"] == 25
