@@ -12,6 +12,7 @@ from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.policy import RetryPolicy
 from common.queue.tx import Tx, UnknownEventKind
 from db.models import NAMING, Player, Village
+from gameapi.aggregates import json_list
 from gameapi.bench import GameBench
 from gameapi.game import Game, PlaceTemplate, Resource, SnapshotPart
 from gameapi.loading import handler_registry, load_game
@@ -46,6 +47,7 @@ __all__ = [
     "Tx",
     "UnknownEventKind",
     "handler_registry",
+    "json_list",
     "load_game",
     "own_place",
     "places",

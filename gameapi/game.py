@@ -39,10 +39,11 @@ class SnapshotPart:
     strings or JSON. ``shape="list"``: ``key: [row dict without place_id, ...]``,
     in the order of the row's columns; ``shape="map"``: ``key: {second column:
     third column}``; ``shape="value"``: ``key: second column`` (one row per player
-    or place). ``view(row, viewer_id)`` may rewrite or hide (return None) a list
-    row for the viewing player. Parts with the same key fill one list, ordered
-    together. ``model``: the pydantic model (or type) of one list item, map value
-    or value, for the documented response.
+    or place); ``shape="object"``: ``key: row dict without its first column`` (one
+    row per player or place; null without one). ``view(row, viewer_id)`` may rewrite
+    or hide (return None) a list row or an object for the viewing player. Parts with
+    the same key fill one list, ordered together. ``model``: the pydantic model (or
+    type) of one list item, map value, value or object, for the documented response.
     """
 
     key: str

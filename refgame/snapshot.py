@@ -2,7 +2,9 @@
 
 Each village of the player gets its buildings and queues, its troops (at home,
 reinforcements standing in it, its own troops standing elsewhere) and the marches
-leaving and reaching it; the player gets the count of unread reports. The framework
+leaving and reaching it; the player gets the counts of unread reports, unread messages
+and pending alliance invitations, and their alliance (``alliance``: id, name, tag, their
+role and the member ids, or null). The framework
 reads every part of a batch of players with one statement (``gameapi.SnapshotPart``);
 a list's rows come in the order of their columns.
 """
@@ -15,9 +17,20 @@ from pydantic import Field
 from sqlalchemy import false, func, select
 from sqlalchemy.orm import aliased
 
-from gameapi import Out, SnapshotPart, places, players
+from gameapi import Out, SnapshotPart, json_list, places, players
 from gameapi.game import AnySelect
-from refgame.models import Building, BuildOrder, March, Report, TrainingOrder, Troop
+from refgame.models import (
+    Alliance,
+    AllianceInvitation,
+    AllianceMember,
+    Building,
+    BuildOrder,
+    March,
+    Message,
+    Report,
+    TrainingOrder,
+    Troop,
+)
 
 # ---- response models (documentation, and checked against real answers by the tests)
 
@@ -62,6 +75,14 @@ class MarchOut(Out):
     loot: dict[str, int] | None = Field(description="null on marches of another player")
 
 
+class AllianceOut(Out):
+    id: int
+    name: str
+    tag: str
+    role: str = Field(description="founder, leader or member")
+    members: list[int] = Field(description="the member players' ids, ascending")
+
+
 # ---- the parts
 
 
@@ -72,6 +93,39 @@ def _unread() -> AnySelect:
         .scalar_subquery()
     )
     return select(players.c.id.label("player_id"), unread.label("unread_reports"))
+
+
+def _unread_messages() -> AnySelect:
+    unread = (
+        select(func.count())
+        .where(Message.recipient_id == players.c.id, Message.is_read == false())
+        .scalar_subquery()
+    )
+    return select(players.c.id.label("player_id"), unread.label("unread_messages"))
+
+
+def _invitations() -> AnySelect:
+    count = (
+        select(func.count()).where(AllianceInvitation.player_id == players.c.id).scalar_subquery()
+    )
+    return select(players.c.id.label("player_id"), count.label("alliance_invitations"))
+
+
+def _alliance() -> AnySelect:
+    m, other = AllianceMember, aliased(AllianceMember)
+    members = select(json_list(other.player_id)).where(other.alliance_id == m.alliance_id)
+    return select(
+        m.player_id.label("player_id"),
+        Alliance.id,
+        Alliance.name,
+        Alliance.tag,
+        m.role,
+        members.scalar_subquery().label("members"),
+    ).join(Alliance, Alliance.id == m.alliance_id)
+
+
+def _alliance_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
+    return {**row, "members": sorted(int(p) for p in row["members"] or ())}
 
 
 def _buildings() -> AnySelect:
@@ -170,6 +224,9 @@ def _order_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
 
 SNAPSHOT_PARTS = (
     SnapshotPart("unread_reports", _unread, shape="value", model=int),
+    SnapshotPart("unread_messages", _unread_messages, shape="value", model=int),
+    SnapshotPart("alliance_invitations", _invitations, shape="value", model=int),
+    SnapshotPart("alliance", _alliance, shape="object", view=_alliance_view, model=AllianceOut),
     SnapshotPart("buildings", _buildings, shape="map", model=int),
     SnapshotPart("build_queue", _build_queue, view=_order_view, model=BuildOrderOut),
     SnapshotPart("troops", _troops_home, shape="map", model=int),

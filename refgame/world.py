@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table
 
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, bench, commands, handlers, rankings, rules
+from refgame import admin, alliances, bench, commands, handlers, messages, rankings, rules
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -128,8 +128,8 @@ GAME = Game(
     resources=RESOURCE_TYPES,
     new_place=new_place,
     register_handlers=handlers.register,
-    commands=[*commands.ROUTES, *rules.ROUTES],
-    queries=rankings.QUERIES,
+    commands=[*commands.ROUTES, *rules.ROUTES, *alliances.ROUTES, *messages.ROUTES],
+    queries=[*alliances.QUERIES, *messages.QUERIES, *rankings.QUERIES],
     rule_errors=commands.RULE_ERRORS,
     tables=Base.metadata,
     migrations=MIGRATIONS,

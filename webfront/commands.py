@@ -12,7 +12,10 @@ callbacks and bumps the snapshot versions of the player and of everyone passed
 to ``tx.touch_players``; and an entry in the OpenAPI document. A rule error
 ``exc`` (one of ``Game.rule_errors``) becomes ``{"error": {"code": exc.code,
 "message": str(exc), "details": ...}}`` with status ``exc.http_status``
-(default 400); nothing is committed then.
+(default 400); nothing is committed then. A unique or foreign-key violation is a
+lost race (``db.engine.is_constraint_race``): the command runs again, and its own
+checks then see the winner's row and refuse it, so a game can enforce "at most one"
+with a constraint and still answer the loser with its rule error.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.queue.durable import add_durable_events
 from common.queue.tx import Tx
 from common.queue.work import Committed
-from db.engine import is_transaction_conflict
+from db.engine import is_constraint_race, is_transaction_conflict
 from db.models import IdempotentResponse
 from gameapi.places import NotYourPlace
 from gameapi.routes import CommandRoute
@@ -60,7 +63,7 @@ from webfront.validation import read_body
 log = logging.getLogger("webfront.commands")
 
 # A transaction that lost to another (SQLite refuses a second writer, a PostgreSQL
-# deadlock) is run again from the start, this many times at most.
+# deadlock, a constraint race) is run again from the start, this many times at most.
 _CONFLICT_RETRIES = 5
 
 
@@ -159,9 +162,12 @@ def command_handler(
                     return idempotency.replay(request, stored, digest)
                 if isinstance(exc, rule_errors):
                     raise rule_error(exc) from None
-                if isinstance(exc, IntegrityError) or not isinstance(exc, DBAPIError):
+                race = is_constraint_race(exc)
+                if isinstance(exc, IntegrityError) and not race:
                     raise
-                if not is_transaction_conflict(exc) or attempt == _CONFLICT_RETRIES - 1:
+                if not isinstance(exc, DBAPIError):
+                    raise
+                if not (race or is_transaction_conflict(exc)) or attempt == _CONFLICT_RETRIES - 1:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         work = Committed()

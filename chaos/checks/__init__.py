@@ -28,6 +28,7 @@ from chaos.checks.invariants import (
 from chaos.checks.outside import check_dead_letters, check_logs
 from chaos.checks.resources import check_resources
 from chaos.checks.run import CheckReport, run_checks
+from chaos.checks.social import check_alliances
 from chaos.checks.world import World, parse_world
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "CheckReport",
     "Final",
     "World",
+    "check_alliances",
     "check_answers",
     "check_battles",
     "check_dead_letters",

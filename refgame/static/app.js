@@ -25,6 +25,7 @@ const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
 // Until the rule tables are loaded (POST /api/rules), the units one can train are the
 // reference game's (refgame/units.py); units a snapshot mentions are added to them.
 const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
+const REPORTS_PER_PAGE = 10;
 const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
 
 const state = {
@@ -33,6 +34,7 @@ const state = {
   villageId: null, // the village on screen
   pollFailed: false, // the message on screen is a failed poll's
   lastUnread: null, // the unread count the reports list was loaded for
+  reportsPage: 1,
   unitsKey: '', // the units the troop inputs were built for (rebuilt only when it changes)
   lastFrame: 0,
   msgTimer: 0,
@@ -79,7 +81,7 @@ const troopText = (troops) =>
 
 /* ---- talking to the server: the framework's SDK ------------------------- */
 
-const game = new WebGame();
+export const game = new WebGame(); // social.js shares it
 export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
 const serverNow = () => game.clock.now();
 
@@ -480,9 +482,16 @@ function targetVillage(w, focus) {
   }
 }
 
-async function loadReports() {
-  const data = await api('reports', { per_page: 10 });
+async function loadReports(page = state.reportsPage) {
+  const data = await api('reports', { page, per_page: REPORTS_PER_PAGE });
   if (!data) return;
+  state.reportsPage = data.page;
+  const pages = Math.max(1, Math.ceil(data.total / data.per_page));
+  $('#reports-pages').replaceChildren(...(pages < 2 ? [] : [
+    el('button', { type: 'button', class: 'small secondary', disabled: data.page <= 1, onclick: () => loadReports(data.page - 1) }, 'Newer'),
+    el('span', { class: 'muted small-text' }, ` page ${data.page} of ${pages} `),
+    el('button', { type: 'button', class: 'small secondary', disabled: data.page >= pages, onclick: () => loadReports(data.page + 1) }, 'Older'),
+  ]));
   const badge = $('#unread');
   badge.hidden = !data.unread;
   setText(badge, `${data.unread} new`);
@@ -583,7 +592,7 @@ function showGame(on) {
 }
 
 async function loggedIn() {
-  Object.assign(state, { loggedIn: true, snap: null, villageId: null, lastUnread: null, unitsKey: '' });
+  Object.assign(state, { loggedIn: true, snap: null, villageId: null, lastUnread: null, reportsPage: 1, unitsKey: '' });
   $('#auth').hidden = $('#report-detail').hidden = true;
   await game.clock.sync();
   poller.start(); // a new session: no ETag, a stale answer of the old one is dropped

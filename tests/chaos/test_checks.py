@@ -15,6 +15,7 @@ from chaos.checks import (
     Baseline,
     Check,
     Final,
+    check_alliances,
     check_events_once,
     check_ledger,
     check_marches,
@@ -173,3 +174,18 @@ def test_a_rate_change_applied_late_is_named_with_its_delay() -> None:
     late = {**_row(T0 + 20_000, 0, 0, crop_rate=7), "crop": 10 * 11_000 + 7 * 9_000}
     found = _late_rate_change(start, {}, items, late, SPEED)
     assert found == [f"= a crop rate change of -3 due at {T0 + 10_000} applied 1000 ms late"]
+
+
+def test_alliances_have_one_founder_and_players_one_alliance() -> None:
+    good = [(7, 1, "founder"), (8, 1, "leader"), (9, 1, "member"), (10, 2, "founder")]
+    assert check_alliances(_final(alliances={1: "A", 2: "B"}, members=good)).violations == []
+    for alliances, members, problem in [
+        ({1: "A", 2: "B"}, [*good, (9, 2, "member")], "a member 2 times"),
+        ({1: "A"}, good, "which does not exist"),
+        ({1: "A", 2: "B"}, [(7, 1, "leader"), (10, 2, "founder")], "has 0 founders"),
+        ({1: "A", 2: "B"}, [*good[:3], (10, 1, "founder")], "has 2 founders"),
+        ({1: "A", 2: "B", 3: "C"}, good, "alliance 3 has no members"),
+        ({1: "A", 2: "B"}, [*good[:3], (10, 2, "king")], "unknown role"),
+    ]:
+        check = check_alliances(_final(alliances=alliances, members=members))
+        assert any(problem in v for v in check.violations), (problem, check.violations)

@@ -4,8 +4,8 @@
 handler adds them in the battle's transaction); ``rankings`` holds the last
 ranking job's result, one row per ranking kind and player.
 
-Revision ID: r0005_rankings
-Revises: r0001
+Revision ID: r0003_rankings
+Revises: r0002_social
 Create Date: 2026-12-01 17:00:00.000000
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "r0005_rankings"
-down_revision = "r0001"
+revision = "r0003_rankings"
+down_revision = "r0002_social"
 branch_labels = None
 depends_on = None
 
