@@ -139,6 +139,7 @@ class Ranking(Base):
     value: Mapped[int]
     computed_ms: Mapped[int]
 
+
 class Alliance(Base):
     """A group of players; ``name_key``/``tag_key`` make look-alike names and tags taken."""
 
