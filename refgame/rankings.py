@@ -11,20 +11,18 @@ with their value and rank (equal values share a rank, the next one skips:
 
 Readers get the last run's result (``GET /api/rankings``), never a half-written
 one. Alliance rankings are computed when read from the players' rows, summed by
-alliance membership; they need the ``alliances`` and ``alliance_members`` tables
-in the game's metadata and answer ``alliances_unavailable`` without them.
+alliance membership.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from sqlalchemy import (
     BigInteger,
-    MetaData,
     String,
-    Table,
+    cast,
     delete,
     func,
     insert,
@@ -36,8 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from gameapi import Out, Query, QueryRoute, places, players
 from gameapi.game import AnySelect
 from gameserver.jobs import JobContext
-from refgame.errors import RuleError
-from refgame.models import Base, Building, PlayerPoints, Ranking
+from refgame.models import Alliance, AllianceMember, Building, PlayerPoints, Ranking
 from refgame.population import POPULATION
 
 RANKINGS_JOB = "refgame.rankings"
@@ -45,16 +42,8 @@ RANKINGS_EVERY_S = 60  # how stale a ranking may be; a run reads every player on
 KINDS: tuple[str, ...] = ("population", "attack", "defence")
 MAX_LIMIT = 100  # rows per page of GET /api/rankings
 MAX_PAGE = 10_000
-ALLIANCE_TABLES = ("alliances", "alliance_members")
 
 Kind = Literal["population", "attack", "defence"]
-
-
-class AlliancesUnavailable(RuleError):
-    """Alliance rankings were asked for, but the game has no alliance tables."""
-
-    code = "alliances_unavailable"
-    http_status = 404
 
 
 # ---- the job ------------------------------------------------------------------------------
@@ -166,24 +155,17 @@ async def player_ranking(
     }
 
 
-def alliances_available(metadata: MetaData) -> bool:
-    return all(name in metadata.tables for name in ALLIANCE_TABLES)
-
-
 async def alliance_ranking(
-    session: AsyncSession, metadata: MetaData, player_id: int, kind: str, page: int, limit: int
+    session: AsyncSession, player_id: int, kind: str, page: int, limit: int
 ) -> dict[str, Any]:
     """One page of an alliance ranking: the members' player values summed per alliance,
-    ranked like players; ``me`` is the viewing player's alliance. Raises
-    ``AlliancesUnavailable`` unless ``metadata`` has the alliance tables."""
-    if not alliances_available(metadata):
-        raise AlliancesUnavailable("this game has no alliances")
-    alliances, members = (cast(Table, metadata.tables[name]) for name in ALLIANCE_TABLES)
+    ranked like players; ``me`` is the viewing player's alliance."""
+    alliances, members = Alliance.__table__, AllianceMember.__table__
     r = Ranking
     sums = (
         select(
             members.c.alliance_id,
-            func.sum(r.value).label("value"),
+            cast(func.sum(r.value), BigInteger).label("value"),  # not numeric on PostgreSQL
             func.count().label("members"),
         )
         .join(r, r.player_id == members.c.player_id)
@@ -229,9 +211,7 @@ async def alliance_ranking(
 async def rankings(session: AsyncSession, player_id: int, query: RankingsQuery) -> dict[str, Any]:
     """``GET /api/rankings``: a page of a ranking as the last ranking job left it."""
     if query.of == "alliance":
-        page = await alliance_ranking(
-            session, Base.metadata, player_id, query.kind, query.page, query.limit
-        )
+        page = await alliance_ranking(session, player_id, query.kind, query.page, query.limit)
     else:
         page = await player_ranking(session, player_id, query.kind, query.page, query.limit)
     return {"kind": query.kind, "of": query.of, "page": query.page, "limit": query.limit, **page}

@@ -4,13 +4,12 @@ battle's transaction, the ranking job ranks every player, GET /api/rankings page
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table, func, insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
@@ -25,7 +24,7 @@ from gameserver import builtin
 from gameserver.taskserver import TaskServer
 from refgame import commands, handlers, rankings
 from refgame.battle import BattleResult, replay_report
-from refgame.models import Base, Building, PlayerPoints, Ranking, Report
+from refgame.models import Alliance, AllianceMember, Building, PlayerPoints, Ranking, Report
 from refgame.points import BattlePoints, award, battle_points
 from refgame.resources import STOCKS
 from refgame.world import village_template
@@ -197,49 +196,27 @@ async def _ranking_kinds(engine: AsyncEngine) -> set[str]:
 # ---- alliances: the aggregation over the membership tables the social branch adds ---------
 
 
-@pytest.fixture
-async def alliance_tables(engine: AsyncEngine) -> AsyncIterator[MetaData]:
-    """``alliances`` and ``alliance_members`` as the alliance feature declares them (its
-    own, once the game has them: never created or dropped here then)."""
-    if rankings.alliances_available(Base.metadata):
-        yield Base.metadata
-        return
-    metadata = MetaData()
-    Table("alliances", metadata, Column("id", Integer, primary_key=True),
-          Column("name", String(32)), Column("tag", String(8)))  # fmt: skip
-    Table(
-        "alliance_members", metadata,
-        Column("alliance_id", Integer, ForeignKey("alliances.id"), primary_key=True),
-        Column("player_id", Integer, primary_key=True),
-    )  # fmt: skip
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all)
-    yield metadata
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.drop_all)
-
-
-async def test_alliance_rankings_sum_their_members(
-    game: GameDriver, alliance_tables: MetaData
-) -> None:
+async def test_alliance_rankings_sum_their_members(game: GameDriver) -> None:
     await rankings.compute_rankings(game.sessions, game.clock.now_ms())
     pop = {p: v for _, p, v in await _ranking(game, "population")}
     players = sorted(pop)
+    now = game.clock.now_ms()
     async with game.sessions() as session, session.begin():
         await session.execute(
-            insert(alliance_tables.tables["alliances"]),
-            [{"id": 1, "name": "North", "tag": "N"}, {"id": 2, "name": "South", "tag": "S"}],
-        )
+            insert(Alliance),
+            [{"id": 1, "name": "North", "name_key": "north", "tag": "N", "tag_key": "n",
+              "created_ms": now, "changed_ms": now},
+             {"id": 2, "name": "South", "name_key": "south", "tag": "S", "tag_key": "s",
+              "created_ms": now, "changed_ms": now}],
+        )  # fmt: skip
         await session.execute(
-            insert(alliance_tables.tables["alliance_members"]),
-            [{"alliance_id": 1, "player_id": players[0]},
-             {"alliance_id": 1, "player_id": players[1]},
-             {"alliance_id": 2, "player_id": players[2]}],
+            insert(AllianceMember),
+            [{"alliance_id": 1, "player_id": players[0], "role": "founder", "joined_ms": now},
+             {"alliance_id": 1, "player_id": players[1], "role": "member", "joined_ms": now},
+             {"alliance_id": 2, "player_id": players[2], "role": "founder", "joined_ms": now}],
         )  # fmt: skip
     async with game.sessions() as session:
-        page = await rankings.alliance_ranking(
-            session, alliance_tables, players[2], "population", 1, 10
-        )
+        page = await rankings.alliance_ranking(session, players[2], "population", 1, 10)
     north, south = pop[players[0]] + pop[players[1]], pop[players[2]]
     assert [(r["alliance_id"], r["value"], r["members"]) for r in page["rows"]] == [
         (1, north, 2),
@@ -249,9 +226,6 @@ async def test_alliance_rankings_sum_their_members(
     assert page["me"] == {"rank": 2, "alliance_id": 2, "value": south}
     rankings.RankingsOut.model_validate({"kind": "population", "of": "alliance", "page": 1,
                                          "limit": 10, **page})  # fmt: skip
-    async with game.sessions() as session:
-        with pytest.raises(rankings.AlliancesUnavailable):
-            await rankings.alliance_ranking(session, MetaData(), players[0], "attack", 1, 10)
 
 
 # ---- the route ----------------------------------------------------------------------------
@@ -308,6 +282,32 @@ async def test_the_route_pages_a_ranking_with_the_players_own_rank(
     assert [r["name"] for r in (await resp.json())["rows"]] == ["bob"]
 
 
+async def test_the_route_ranks_alliances_founded_through_the_commands(
+    client: Any, engine: AsyncEngine
+) -> None:
+    auth = {name: await _register(client, name) for name in ("alice", "bob", "carol")}
+    for who, name, tag in (("alice", "North Wind", "NW"), ("carol", "South Sea", "SS")):
+        resp = await client.post(
+            "/api/alliance/create", json={"name": name, "tag": tag}, headers=auth[who]
+        )
+        assert resp.status == 200, await resp.text()
+    await rankings.compute_rankings(session_factory(engine), T0)
+    resp = await client.get(
+        "/api/rankings", params={"of": "alliance", "kind": "population"}, headers=auth["carol"]
+    )
+    assert resp.status == 200, await resp.text()
+    page = await resp.json()
+    rankings.RankingsOut.model_validate(page)
+    # two one-member alliances of fresh villages: equal values share rank 1
+    assert sorted((r["rank"], r["tag"], r["members"]) for r in page["rows"]) == [
+        (1, "NW", 1),
+        (1, "SS", 1),
+    ]
+    assert page["me"]["rank"] == 1 and page["total"] == 2
+    resp = await client.get("/api/rankings", params={"of": "alliance"}, headers=auth["bob"])
+    assert (await resp.json())["me"] is None  # bob is in no alliance
+
+
 @pytest.mark.parametrize(
     ("params", "status", "code"),
     [
@@ -318,12 +318,6 @@ async def test_the_route_pages_a_ranking_with_the_players_own_rank(
         ({"limit": str(rankings.MAX_LIMIT + 1)}, 422, None),
         ({"of": "guild"}, 422, None),
         ({"sort": "value"}, 422, None),
-        # until the game has alliance tables (the merge adds a route test of of=alliance)
-        *(
-            []
-            if rankings.alliances_available(Base.metadata)
-            else [({"of": "alliance"}, 404, "alliances_unavailable")]
-        ),
     ],
 )
 async def test_bad_ranking_queries_are_refused(
