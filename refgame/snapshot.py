@@ -1,10 +1,11 @@
 """The reference game's parts of a player's snapshot (``GET /api/snapshot``).
 
 Each village of the player gets its buildings and queues, its troops (at home,
-reinforcements standing in it, its own troops standing elsewhere) and the marches
-leaving and reaching it; the player gets the count of unread reports. The framework
-reads every part of a batch of players with one statement (``gameapi.SnapshotPart``);
-a list's rows come in the order of their columns.
+reinforcements standing in it, its own troops standing elsewhere), the marches
+leaving and reaching it and its settlers on their way to found a village; the
+player gets the count of unread reports. The framework reads every part of a batch
+of players with one statement (``gameapi.SnapshotPart``); a list's rows come in the
+order of their columns.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy.orm import aliased
 
 from gameapi import Out, SnapshotPart, places, players
 from gameapi.game import AnySelect
-from refgame.models import Building, BuildOrder, March, Report, TrainingOrder, Troop
+from refgame.models import Building, BuildOrder, March, Report, SettleMarch, TrainingOrder, Troop
 
 # ---- response models (documentation, and checked against real answers by the tests)
 
@@ -60,6 +61,15 @@ class MarchOut(Out):
     arrive_ms: int
     troops: dict[str, int] | None = Field(description="null on marches of another player")
     loot: dict[str, int] | None = Field(description="null on marches of another player")
+
+
+class SettleMarchOut(Out):
+    arrive_ms: int
+    id: int
+    x: int = Field(description="the field the settlers found a village on")
+    y: int
+    settlers: int
+    depart_ms: int
 
 
 # ---- the parts
@@ -144,6 +154,13 @@ def _marches(place: Any, **where: Any) -> AnySelect:
     )
 
 
+def _settlers_out() -> AnySelect:
+    """The village's settlers on their way to found a village (``refgame.settling``)."""
+    m = SettleMarch
+    return select(m.origin_village_id.label("place_id"), m.arrive_ms, m.id, m.x, m.y, m.settlers,
+                  m.depart_ms)  # fmt: skip
+
+
 def _march_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
     """A march as its player sees it: troops and loot only of the viewer's own marches
     (a march's origin is its troops' home, on the way back too)."""
@@ -184,4 +201,5 @@ SNAPSHOT_PARTS = (
                  model=MarchOut),
     SnapshotPart("marches_in", lambda: _marches(March.origin_village_id, returning=True),
                  view=_march_view, model=MarchOut),
+    SnapshotPart("settlers_out", _settlers_out, model=SettleMarchOut),
 )  # fmt: skip
