@@ -40,7 +40,14 @@ def test_the_reference_game_loads_once() -> None:
     game = load_game("refgame")
     assert game is load_game("refgame")
     assert game.resource_names() == ("wood", "clay", "iron", "crop")
-    assert {route.path for route in game.commands} == {"build", "train", "march", "recall", "rules"}
+    assert {route.path for route in game.commands} == {
+        "build",
+        "train",
+        "march",
+        "recall",
+        "rules",
+        "found",
+    }
 
 
 @pytest.mark.parametrize(
