@@ -199,12 +199,12 @@ async def test_field_taken_while_travelling_sends_the_settlers_home(game: GameDr
         first, late = late, first
     assert late["arrive_ms"] > first["arrive_ms"]
     async with game.sessions() as session:
-        loser = int(
-            await session.scalar(
+        loser = (
+            await session.execute(
                 select(SettleMarch.origin_village_id).where(SettleMarch.id == late["settle_id"])
             )
-        )
-    winner = 3 - loser
+        ).scalar_one()
+    winner = 3 - loser  # villages 1 and 2 are players 1's and 2's
     crop_rate = (await _stock(game, loser))["crop_rate"]
 
     await game.run_until(late["arrive_ms"])
