@@ -22,7 +22,7 @@ const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
 const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
 const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
 
-const state = {
+export const state = {
   loggedIn: false,
   snap: null, // the last snapshot
   villageId: null, // the village on screen
@@ -40,7 +40,7 @@ const label = (name) => name.charAt(0).toUpperCase() + name.slice(1).replace(/_/
 
 /* Builds an element. Text is always added as text nodes, never as HTML, because
  * player and village names are chosen by players. */
-function el(tag, props = {}, ...children) {
+export function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
     if (value === null || value === undefined || value === false) continue;
@@ -53,11 +53,11 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-function setText(node, text) {
+export function setText(node, text) {
   if (node && node.textContent !== text) node.textContent = text; // avoid needless layout work
 }
 
-function fmtDuration(ms) {
+export function fmtDuration(ms) {
   const s = Math.ceil(ms / 1000);
   const pad = (n) => String(n).padStart(2, '0');
   const h = Math.floor(s / 3600);
@@ -72,16 +72,16 @@ const troopText = (troops) =>
 
 /* ---- talking to the server: the framework's SDK ------------------------- */
 
-const game = new WebGame();
+export const game = new WebGame();
 export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
-const serverNow = () => game.clock.now();
+export const serverNow = () => game.clock.now();
 
 /* GET /api/<path>; an error is shown and answers null. */
 const api = (path, params) => game.query(path, params).catch(failed);
 
 /* A game command. The SDK retries what is safe to retry (no answer, events_pending)
  * with the same Idempotency-Key, so nothing is paid twice, and polls right after. */
-async function command(path, body, okText, button, onError = null) {
+export async function command(path, body, okText, button, onError = null) {
   clearErrors(); // a new action: the last one's errors are history
   if (button) button.disabled = true;
   try {
@@ -103,7 +103,7 @@ export function pollSoon(ms = 0) {
 
 /* ---- rendering ------------------------------------------------------------ */
 
-function village() {
+export function village() {
   return state.snap?.villages.find((v) => String(v.id) === String(state.villageId)) ?? null;
 }
 
@@ -144,7 +144,7 @@ function nextBuild(v, kind, target) {
 function trainPlan(v, unit, count) {
   const spec = state.rules?.units[unit];
   if (!spec) return null;
-  const pct = pctOf(state.rules.barracks_time_pct, v.buildings.barracks ?? 0);
+  const pct = pctOf(state.rules.barracks_time_pct, v.buildings[spec.trained_in ?? 'barracks'] ?? 0);
   const cost = Object.fromEntries(Object.entries(spec.cost).map(([r, n]) => [r, n * count]));
   return { cost, duration_ms: Math.max(1, Math.ceil((count * spec.time_ms * pct) / 100)) };
 }
@@ -274,7 +274,7 @@ function renderBuildings(v) {
 }
 
 function renderTroops(v) {
-  const units = [...new Set([...KNOWN_UNITS, ...Object.keys(v.troops)])];
+  const units = [...new Set([...KNOWN_UNITS, ...Object.keys(state.rules?.units ?? {}), ...Object.keys(v.troops)])];
   const rows = units.filter((u) => v.troops[u]).map((u) =>
     el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, label(u)), el('td', {}, String(v.troops[u]))));
   const other = (t, where) => el('tr', { class: 'muted' },
@@ -362,14 +362,15 @@ function renderTrainInfo(v) {
     note.hidden = true;
     return;
   }
-  const barracks = v.buildings.barracks ?? 0;
+  const building = spec.trained_in ?? 'barracks';
+  const barracks = v.buildings[building] ?? 0;
   $('#train-info').replaceChildren(
     el('div', {}, `One: ${costText(spec.cost)}, upkeep ${spec.upkeep} crop/h.`),
     el('div', {}, `Attack ${spec.attack}, defence ${spec.defense_infantry} (infantry) / ${spec.defense_cavalry} (cavalry), `
       + `speed ${spec.speed} fields/h, carries ${spec.carry}.`),
     el('div', { class: 'cost' }, barracks >= spec.barracks_level
       ? `${count} cost ${costText(plan.cost)} and take ${fmtDuration(plan.duration_ms)}.`
-      : `Needs barracks level ${spec.barracks_level} (this village has ${barracks}).`));
+      : `Needs ${label(building)} level ${spec.barracks_level} (this village has ${barracks}).`));
   note.dataset.cost = JSON.stringify(plan.cost);
   updateNotes(v, serverNow());
 }
@@ -471,7 +472,8 @@ function renderMap(map, v) {
       const w = at.get(`${x},${y}`);
       if (!w) {
         const off = Math.abs(x) > map.map_radius || Math.abs(y) > map.map_radius;
-        cells.push(el('div', { class: off ? 'cell off' : 'cell', title: off ? 'off the map' : `(${x}|${y})` }));
+        cells.push(el('div', { class: off ? 'cell off' : 'cell free', title: off ? 'off the map' : `(${x}|${y})`,
+          dataset: off ? null : { x, y } }));
         continue;
       }
       const own = String(w.player_id) === String(state.snap.player_id);
