@@ -4,10 +4,11 @@ taken while they travel, and an arrival run late."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from common.amounts import accrue, to_fixed
 from common.clock import ManualClock
+from common.queue.durable import row_to_event
 from common.settings import load_settings
 from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
@@ -266,3 +267,18 @@ async def test_found_place_relies_on_the_field_being_unique(game: GameDriver) ->
         assert await session.scalar(select(Village.player_id).where(Village.id == first)) == 1
         assert tx.touched == {1}
     assert (await _stock(game, first))["shard"] == first % SHARDS
+
+
+async def test_a_dropped_dead_arrival_brings_the_settlers_home(game: GameDriver) -> None:
+    """The operator's drop (``common.queue.deadletters.drop``) runs ``found``'s compensation
+    in the transaction that deletes the event's row."""
+    await _give_settlers(game, 1)
+    x, y = await _free_field(game, await _xy(game, 1))
+    await game.command(settling.found, 1, 1, x, y)
+    compensate = game.registry.get(settling.FOUND).compensate
+    assert compensate is not None
+    async with game.sessions() as session, session.begin():
+        row = (await session.execute(delete(ScheduledEvent).returning(ScheduledEvent))).scalar_one()
+        await compensate(game._tx(session), [row_to_event(row)])
+    assert (await _troops(game, 1))["settler"] == 3
+    assert (await _world_rows(game))[1:] == (0, 0, 0)  # no settlers away, no event, no report
