@@ -275,8 +275,9 @@ async def test_a_dropped_dead_arrival_brings_the_settlers_home(game: GameDriver)
     await _give_settlers(game, 1)
     x, y = await _free_field(game, await _xy(game, 1))
     await game.command(settling.found, 1, 1, x, y)
-    compensate = game.registry.get(settling.FOUND).compensate
-    assert compensate is not None
+    registration = game.registry.get(settling.FOUND)
+    assert registration is not None and registration.compensate is not None
+    compensate = registration.compensate
     async with game.sessions() as session, session.begin():
         row = (await session.execute(delete(ScheduledEvent).returning(ScheduledEvent))).scalar_one()
         await compensate(game._tx(session), [row_to_event(row)])
