@@ -19,7 +19,7 @@ const MS_PER_HOUR = 3600000;
 const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
 // Until the rule tables are loaded (POST /api/rules), the units one can train are the
 // reference game's (refgame/units.py); units a snapshot mentions are added to them.
-const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
+const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris', 'settler'];
 const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
 
 export const state = {
@@ -274,7 +274,7 @@ function renderBuildings(v) {
 }
 
 function renderTroops(v) {
-  const units = [...new Set([...KNOWN_UNITS, ...Object.keys(state.rules?.units ?? {}), ...Object.keys(v.troops)])];
+  const units = [...new Set([...KNOWN_UNITS, ...Object.keys(v.troops)])];
   const rows = units.filter((u) => v.troops[u]).map((u) =>
     el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, label(u)), el('td', {}, String(v.troops[u]))));
   const other = (t, where) => el('tr', { class: 'muted' },
