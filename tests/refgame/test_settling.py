@@ -16,10 +16,12 @@ from gameapi import OffMap, PlaceTaken, load_game
 from gameapi.places import found_place
 from gameapi.testing import GameDriver
 from refgame import commands, settling
+from refgame.admin import admin_timeline
 from refgame.economy import stock_at
-from refgame.errors import InsufficientTroops, NotYourVillage, PrerequisiteMissing
+from refgame.errors import InsufficientTroops, NotYourVillage, PrerequisiteMissing, QueueFull
 from refgame.models import Building, March, Report, SettleMarch, Troop
 from refgame.resources import RESOURCES, STOCKS
+from refgame.rules import rule_tables
 from refgame.state import add_troops
 from refgame.travel import march_duration_ms
 from refgame.units import SETTLER_RESIDENCE_LEVEL, total_upkeep
@@ -283,3 +285,51 @@ async def test_a_dropped_dead_arrival_brings_the_settlers_home(game: GameDriver)
         await compensate(game._tx(session), [row_to_event(row)])
     assert (await _troops(game, 1))["settler"] == 3
     assert (await _world_rows(game))[1:] == (0, 0, 0)  # no settlers away, no event, no report
+
+
+async def test_each_village_has_its_own_queues_and_sends_its_own_marches(
+    game: GameDriver,
+) -> None:
+    await _give_settlers(game, 1)
+    x, y = await _free_field(game, await _xy(game, 1))
+    sent = await game.command(settling.found, 1, 1, x, y)
+    async with game.sessions() as session:
+        timeline = await admin_timeline(session, 1)
+    assert [(m["kind"], m["field"]) for m in timeline["marches"]] == [("found", {"x": x, "y": y})]
+    await game.run_until(sent["arrive_ms"])
+    async with game.sessions() as session:
+        new = (
+            await session.execute(select(Village.id).where(Village.x == x, Village.y == y))
+        ).scalar_one()
+    await game.clock.advance(HOUR)  # the new village's first resources
+
+    # the build queue is per village: the first one's is full, the new one's is not
+    await game.command(commands.build, 1, 1, "cropland")
+    await game.command(commands.build, 1, 1, "cropland")
+    with pytest.raises(QueueFull):
+        await game.command(commands.build, 1, 1, "cropland")
+    order = await game.command(commands.build, 1, new, "cropland")
+    assert order["target_level"] == 3 and order["started_ms"] == game.clock.now_ms()
+
+    # a march leaves from the village named, and only from the player's own
+    async with game.sessions() as session, session.begin():
+        await add_troops(session, new, new, {"legionnaire": 5})
+    march = await game.command(
+        commands.send_march, 1, new, "reinforce", *(await _xy(game, 1)), {"legionnaire": 5}
+    )
+    assert march["target_village_id"] == 1 and "legionnaire" not in await _troops(game, new)
+    with pytest.raises(NotYourVillage):
+        await game.command(commands.send_march, 1, 2, "raid", x, y, {"legionnaire": 1})
+    with pytest.raises(NotYourVillage):
+        await game.command(commands.train, 2, new, "legionnaire", 1)
+
+
+def test_the_rule_tables_tell_where_settlers_train_and_how_many_found() -> None:
+    tables = rule_tables(1.0, RADIUS)
+    settler = tables["units"]["settler"]
+    assert settler["trained_in"] == "residence"
+    assert settler["barracks_level"] == SETTLER_RESIDENCE_LEVEL
+    assert tables["units"]["legionnaire"]["trained_in"] == "barracks"
+    assert tables["settlers_to_found"] == settling.SETTLERS_TO_FOUND
+    assert tables["map_radius"] == RADIUS
+    assert "residence" in tables["buildings"]
