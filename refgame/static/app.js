@@ -472,8 +472,7 @@ function renderMap(map, v) {
       const w = at.get(`${x},${y}`);
       if (!w) {
         const off = Math.abs(x) > map.map_radius || Math.abs(y) > map.map_radius;
-        cells.push(el('div', { class: off ? 'cell off' : 'cell free', title: off ? 'off the map' : `(${x}|${y})`,
-          dataset: off ? null : { x, y } }));
+        cells.push(el('div', { class: off ? 'cell off' : 'cell', title: off ? 'off the map' : `(${x}|${y})` }));
         continue;
       }
       const own = String(w.player_id) === String(state.snap.player_id);

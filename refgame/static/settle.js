@@ -79,11 +79,13 @@ async function onFound(event) {
   if (ok) { $('#found-x').value = ''; $('#found-y').value = ''; }
 }
 
+/* A click on an empty field of the map (its title is "(x|y)") aims the settlers there. */
 function onMapClick(event) {
-  const cell = event.target.closest('.cell.free');
-  if (!cell) return;
-  $('#found-x').value = cell.dataset.x;
-  $('#found-y').value = cell.dataset.y;
+  const cell = event.target.closest('.cell');
+  const xy = cell && !cell.matches('.village, .off') && /^\((-?\d+)\|(-?\d+)\)$/.exec(cell.title);
+  if (!xy) return;
+  $('#found-x').value = xy[1];
+  $('#found-y').value = xy[2];
   const v = village();
   if (v) renderPreview(v, serverNow());
 }

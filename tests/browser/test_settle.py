@@ -1,5 +1,6 @@
-"""A second village in Debian's Chromium: the found form with its travel time, the settlers
-on their way, and the village selector switching the whole view.
+"""A second village in Debian's Chromium: a click on an empty map field aims the found form,
+which shows the travel time; the settlers on their way; and the village selector switching
+the whole view.
 
 webfront and gameserver run as subprocesses on a fresh SQLite world; alice registers
 through the API and gets three settlers in the database (training them takes hours).
@@ -79,8 +80,9 @@ def test_found_a_village_and_switch_between_the_two(stack: Stack) -> None:
             home_title = page.locator("#village-title").inner_text()
 
             # the travel time before sending: one field at 5 × 200 fields an hour
-            page.locator("#found-x").fill(str(x))
-            page.locator("#found-y").fill(str(y))
+            page.locator(f"#map .cell[title='({x}|{y})']").click()  # an empty field
+            expect(page.locator("#found-x")).to_have_value(str(x))
+            expect(page.locator("#found-y")).to_have_value(str(y))
             expect(page.locator("#found-preview")).to_contain_text("1.0 fields: travel 0:04")
             page.locator("#found-send").click()
             expect(page.locator("#settlers-out")).to_contain_text(f"3 settlers → ({x}|{y})")
