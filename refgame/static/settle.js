@@ -82,7 +82,7 @@ async function onFound(event) {
 /* A click on an empty field of the map (its title is "(x|y)") aims the settlers there. */
 function onMapClick(event) {
   const cell = event.target.closest('.cell');
-  const xy = cell && !cell.matches('.village, .off') && /^\((-?\d+)\|(-?\d+)\)$/.exec(cell.title);
+  const xy = cell && !cell.matches('.village, .off, .unknown') && /^\((-?\d+)\|(-?\d+)\)$/.exec(cell.title);
   if (!xy) return;
   $('#found-x').value = xy[1];
   $('#found-y').value = xy[2];
