@@ -170,7 +170,9 @@ async def train(
     tx: CommandTx, player_id: int, village_id: int, unit: str, count: int
 ) -> dict[str, Any]:
     await own_village(tx, player_id, village_id)
-    barracks = (await state.buildings_of(tx.session, village_id)).get("barracks", 0)
+    spec = UNITS.get(unit)  # an unknown unit is refused by plan_training
+    building = spec.trained_in if spec else "barracks"
+    barracks = (await state.buildings_of(tx.session, village_id)).get(building, 0)
     queued = (
         (
             await tx.session.execute(

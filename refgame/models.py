@@ -1,5 +1,5 @@
 """The reference game's own tables: buildings, build and training orders, troops,
-marches, reports, alliances (members, invitations) and messages.
+marches, settlers on their way, reports, alliances (members, invitations) and messages.
 
 They live in the game's own ``MetaData`` (its Alembic branch, ``refgame/migrations``,
 creates them); foreign keys reach the framework's places and players by column object.
@@ -94,6 +94,21 @@ class March(Base):
     target_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
     troops: Mapped[dict[str, Any]]
     loot: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    depart_ms: Mapped[int]
+    arrive_ms: Mapped[int]
+    event_id: Mapped[int]
+
+
+class SettleMarch(Base):
+    """Settlers on the way to found a village on the free field (x, y)."""
+
+    __tablename__ = "settle_marches"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    origin_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    x: Mapped[int] = mapped_column(Integer)
+    y: Mapped[int] = mapped_column(Integer)
+    settlers: Mapped[int] = mapped_column(Integer)
     depart_ms: Mapped[int]
     arrive_ms: Mapped[int]
     event_id: Mapped[int]

@@ -1,12 +1,12 @@
 """The reference game's parts of a player's snapshot (``GET /api/snapshot``).
 
 Each village of the player gets its buildings and queues, its troops (at home,
-reinforcements standing in it, its own troops standing elsewhere) and the marches
-leaving and reaching it; the player gets the counts of unread reports, unread messages
-and pending alliance invitations, and their alliance (``alliance``: id, name, tag, their
-role and the member ids, or null). The framework
-reads every part of a batch of players with one statement (``gameapi.SnapshotPart``);
-a list's rows come in the order of their columns.
+reinforcements standing in it, its own troops standing elsewhere), the marches
+leaving and reaching it and its settlers on their way to found a village; the
+player gets the counts of unread reports, unread messages and pending alliance
+invitations, and their alliance (``alliance``: id, name, tag, their role and the
+member ids, or null). The framework reads every part of a batch of players with one
+statement (``gameapi.SnapshotPart``); a list's rows come in the order of their columns.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from refgame.models import (
     March,
     Message,
     Report,
+    SettleMarch,
     TrainingOrder,
     Troop,
 )
@@ -81,6 +82,15 @@ class AllianceOut(Out):
     tag: str
     role: str = Field(description="founder, leader or member")
     members: list[int] = Field(description="the member players' ids, ascending")
+
+
+class SettleMarchOut(Out):
+    arrive_ms: int
+    id: int
+    x: int = Field(description="the field the settlers found a village on")
+    y: int
+    settlers: int
+    depart_ms: int
 
 
 # ---- the parts
@@ -198,6 +208,13 @@ def _marches(place: Any, **where: Any) -> AnySelect:
     )
 
 
+def _settlers_out() -> AnySelect:
+    """The village's settlers on their way to found a village (``refgame.settling``)."""
+    m = SettleMarch
+    return select(m.origin_village_id.label("place_id"), m.arrive_ms, m.id, m.x, m.y, m.settlers,
+                  m.depart_ms)  # fmt: skip
+
+
 def _march_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
     """A march as its player sees it: troops and loot only of the viewer's own marches
     (a march's origin is its troops' home, on the way back too)."""
@@ -241,4 +258,5 @@ SNAPSHOT_PARTS = (
                  model=MarchOut),
     SnapshotPart("marches_in", lambda: _marches(March.origin_village_id, returning=True),
                  view=_march_view, model=MarchOut),
+    SnapshotPart("settlers_out", _settlers_out, model=SettleMarchOut),
 )  # fmt: skip

@@ -16,8 +16,10 @@ from typing import Any
 
 from sqlalchemy import Table
 
+from common.settings import Settings
+from gameapi import HandlerRegistry
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, alliances, bench, commands, handlers, messages, rankings, rules
+from refgame import admin, alliances, bench, commands, handlers, messages, rankings, rules, settling
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -123,12 +125,24 @@ def new_place(world_speed: float, bot: bool) -> VillageTemplate:
     return village_template(world_speed, with_troops=bot)
 
 
+def register_handlers(registry: HandlerRegistry, settings: Settings | None = None) -> None:
+    """Every event kind of the game: ``handlers`` and settlers founding villages."""
+    handlers.register(registry, settings)
+    settling.register(registry, player_village_template)
+
+
 GAME = Game(
     name="refgame",
     resources=RESOURCE_TYPES,
     new_place=new_place,
-    register_handlers=handlers.register,
-    commands=[*commands.ROUTES, *rules.ROUTES, *alliances.ROUTES, *messages.ROUTES],
+    register_handlers=register_handlers,
+    commands=[
+        *commands.ROUTES,
+        *rules.ROUTES,
+        *settling.ROUTES,
+        *alliances.ROUTES,
+        *messages.ROUTES,
+    ],
     queries=[*alliances.QUERIES, *messages.QUERIES, *rankings.QUERIES],
     rule_errors=commands.RULE_ERRORS,
     tables=Base.metadata,

@@ -32,11 +32,11 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.queue.durable import add_durable_events
-from common.queue.tx import Tx
+from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from db.engine import is_constraint_race, is_transaction_conflict
 from db.models import IdempotentResponse
-from gameapi.places import NotYourPlace
+from gameapi.places import PLACE_ERRORS
 from gameapi.routes import CommandRoute
 from gameapi.stocks import stocks_of
 from webfront import idempotency, ratelimit
@@ -101,7 +101,7 @@ def command_handler(
     route: CommandRoute[Any], rule_errors: tuple[type[Exception], ...]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     full_path = f"/api/{route.path}"
-    rule_errors = (*rule_errors, NotYourPlace)
+    rule_errors = (*rule_errors, *PLACE_ERRORS)
 
     async def handle(request: web.Request) -> web.Response:
         app = request.app
@@ -123,6 +123,7 @@ def command_handler(
         # below, so the common first use of a key costs no extra round trip.
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
+        world = WorldShape(app[SETTINGS].map_radius, app[SETTINGS].tick_shards)
         for attempt in range(_CONFLICT_RETRIES):
             now = app[CLOCK].now_ms()
             try:
@@ -135,6 +136,7 @@ def command_handler(
                         kinds=app[EVENT_KINDS],
                         player_id=player_id,
                         stocks=stocks,
+                        world=world,
                     )
                     try:
                         result = await route.handler(tx, player_id, body)

@@ -21,7 +21,7 @@ from common.queue.eventqueue import EventQueue, check_new_event
 from common.queue.events import Claim, Event, NewEvent
 from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
-from common.queue.tx import Tx
+from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from db import events as pending
 from db.engine import is_database_outage, is_transaction_conflict
@@ -123,10 +123,12 @@ class PartitionWorker:
         world_speed: float = 1.0,
         stocks: Stocks | None = None,
         may_run: Callable[[], bool] | None = None,
+        world: WorldShape | None = None,
     ) -> None:
         self.queue = queue
         self.world_speed = world_speed
         self.stocks = stocks  # the game's, for its handlers (``Tx.stocks``)
+        self.world = world  # the map and tick shape, for places founded by handlers
         self.partition = partition
         self.registry = registry
         self.sessions = sessions
@@ -547,6 +549,7 @@ class PartitionWorker:
             self.queue.ids,
             kinds=self.registry,
             stocks=self.stocks,
+            world=self.world,
         )
 
     async def _record_failures(self, failures: list[tuple[Event, str, RetryPolicy]]) -> None:

@@ -24,11 +24,11 @@ const MS_PER_HOUR = 3600000;
 const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
 // Until the rule tables are loaded (POST /api/rules), the units one can train are the
 // reference game's (refgame/units.py); units a snapshot mentions are added to them.
-const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
+const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris', 'settler'];
 const REPORTS_PER_PAGE = 10;
 const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
 
-const state = {
+export const state = {
   loggedIn: false,
   snap: null, // the last snapshot
   villageId: null, // the village on screen
@@ -49,7 +49,7 @@ const label = (name) => name.charAt(0).toUpperCase() + name.slice(1).replace(/_/
 
 /* Builds an element. Text is always added as text nodes, never as HTML, because
  * player and village names are chosen by players. */
-function el(tag, props = {}, ...children) {
+export function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
     if (value === null || value === undefined || value === false) continue;
@@ -62,11 +62,11 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-function setText(node, text) {
+export function setText(node, text) {
   if (node && node.textContent !== text) node.textContent = text; // avoid needless layout work
 }
 
-function fmtDuration(ms) {
+export function fmtDuration(ms) {
   const s = Math.ceil(ms / 1000);
   const pad = (n) => String(n).padStart(2, '0');
   const h = Math.floor(s / 3600);
@@ -83,14 +83,14 @@ const troopText = (troops) =>
 
 export const game = new WebGame(); // social.js shares it
 export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
-const serverNow = () => game.clock.now();
+export const serverNow = () => game.clock.now();
 
 /* GET /api/<path>; an error is shown and answers null. */
 const api = (path, params) => game.query(path, params).catch(failed);
 
 /* A game command. The SDK retries what is safe to retry (no answer, events_pending)
  * with the same Idempotency-Key, so nothing is paid twice, and polls right after. */
-async function command(path, body, okText, button, onError = null) {
+export async function command(path, body, okText, button, onError = null) {
   clearErrors(); // a new action: the last one's errors are history
   if (button) button.disabled = true;
   try {
@@ -112,7 +112,7 @@ export function pollSoon(ms = 0) {
 
 /* ---- rendering ------------------------------------------------------------ */
 
-function village() {
+export function village() {
   return state.snap?.villages.find((v) => String(v.id) === String(state.villageId)) ?? null;
 }
 
@@ -153,7 +153,7 @@ function nextBuild(v, kind, target) {
 function trainPlan(v, unit, count) {
   const spec = state.rules?.units[unit];
   if (!spec) return null;
-  const pct = pctOf(state.rules.barracks_time_pct, v.buildings.barracks ?? 0);
+  const pct = pctOf(state.rules.barracks_time_pct, v.buildings[spec.trained_in ?? 'barracks'] ?? 0);
   const cost = Object.fromEntries(Object.entries(spec.cost).map(([r, n]) => [r, n * count]));
   return { cost, duration_ms: Math.max(1, Math.ceil((count * spec.time_ms * pct) / 100)) };
 }
@@ -374,14 +374,15 @@ function renderTrainInfo(v) {
     note.hidden = true;
     return;
   }
-  const barracks = v.buildings.barracks ?? 0;
+  const building = spec.trained_in ?? 'barracks';
+  const barracks = v.buildings[building] ?? 0;
   $('#train-info').replaceChildren(
     el('div', {}, `One: ${costText(spec.cost)}, upkeep ${spec.upkeep} crop/h.`),
     el('div', {}, `Attack ${spec.attack}, defence ${spec.defense_infantry} (infantry) / ${spec.defense_cavalry} (cavalry), `
       + `speed ${spec.speed} fields/h, carries ${spec.carry}.`),
     el('div', { class: 'cost' }, barracks >= spec.barracks_level
       ? `${count} cost ${costText(plan.cost)} and take ${fmtDuration(plan.duration_ms)}.`
-      : `Needs barracks level ${spec.barracks_level} (this village has ${barracks}).`));
+      : `Needs ${label(building)} level ${spec.barracks_level} (this village has ${barracks}).`));
   note.dataset.cost = JSON.stringify(plan.cost);
   updateNotes(v, serverNow());
 }

@@ -42,9 +42,18 @@ def test_the_reference_game_loads_once() -> None:
     assert game.resource_names() == ("wood", "clay", "iron", "crop")
     social = {f"alliance/{verb}" for verb in
               ("create", "invite", "accept", "decline", "leave", "kick", "promote")}  # fmt: skip
-    game_commands = {"build", "train", "march", "recall", "rules", "messages/send", "messages/read"}
+    game_commands = {
+        "build",
+        "train",
+        "march",
+        "recall",
+        "rules",
+        "found",
+        "messages/send",
+        "messages/read",
+    }
     assert {route.path for route in game.commands} == game_commands | social
-    assert {route.path for route in game.queries} == {"alliance", "messages"}
+    assert {route.path for route in game.queries} == {"alliance", "messages", "rankings"}
 
 
 @pytest.mark.parametrize(
