@@ -106,3 +106,16 @@ class EventsPending(RuleError):
 
     code = "events_pending"
     http_status = 409
+
+
+class InvalidTrade(RuleError):
+    """A shipment to its own village, or to a village that does not exist."""
+
+    code = "invalid_trade"
+
+
+class InsufficientMerchants(RuleError):
+    """Not enough free merchants at home; ``details``: needed, free, total."""
+
+    code = "insufficient_merchants"
+    http_status = 409

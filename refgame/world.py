@@ -16,8 +16,10 @@ from typing import Any
 
 from sqlalchemy import Table
 
+from common.queue.handlers import HandlerRegistry
+from common.settings import Settings
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, bench, commands, handlers, rules
+from refgame import admin, bench, commands, handlers, market, rules
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -48,6 +50,7 @@ STARTING_BUILDINGS: dict[str, int] = {
     "granary": 1,
     "rally_point": 1,
     "barracks": 1,
+    "marketplace": 1,  # one merchant: players can trade from the start
 }
 DECLARED_RESOURCES = RESOURCE_TYPES  # wood, clay, iron (warehouse), crop (granary, may decline)
 STARTING_STOCK = 750  # whole units of each resource
@@ -122,12 +125,17 @@ def new_place(world_speed: float, bot: bool) -> VillageTemplate:
     return village_template(world_speed, with_troops=bot)
 
 
+def register_handlers(registry: HandlerRegistry, settings: Settings) -> None:
+    handlers.register(registry, settings)
+    market.register(registry, settings)
+
+
 GAME = Game(
     name="refgame",
     resources=RESOURCE_TYPES,
     new_place=new_place,
-    register_handlers=handlers.register,
-    commands=[*commands.ROUTES, *rules.ROUTES],
+    register_handlers=register_handlers,
+    commands=[*commands.ROUTES, *market.ROUTES, *rules.ROUTES],
     rule_errors=commands.RULE_ERRORS,
     tables=Base.metadata,
     migrations=MIGRATIONS,
