@@ -118,7 +118,7 @@ async def send_resources(
                 depart_ms=plan.depart_ms,
                 arrive_ms=plan.arrive_ms,
                 return_ms=plan.return_ms,
-                returning=False,
+                homebound=False,
                 event_id=0,
             )
             .returning(Trade.id)
@@ -142,7 +142,7 @@ async def send_resources(
 async def trade_arrive(tx: Tx, village_id: int, due_ms: int, payload: Mapping[str, Any]) -> None:
     """Credit what fits at ``due_ms`` (however late this runs), report, turn home."""
     row = await tx.session.get(Trade, int(payload["trade_id"]))
-    if row is None or row.returning:  # the sender's village was deleted, or a dropped event
+    if row is None or row.homebound:  # the sender's village was deleted, or a dropped event
         return
     sent = {r: int(row.resources.get(r, 0)) for r in RESOURCES}
     target = await state.village_info(tx.session, row.target_village_id)
@@ -165,7 +165,7 @@ async def trade_arrive(tx: Tx, village_id: int, due_ms: int, payload: Mapping[st
     await tx.session.execute(
         update(Trade)
         .where(Trade.id == row.id)
-        .values(returning=True, delivered=delivered, lost=lost, return_ms=back_ms,
+        .values(homebound=True, delivered=delivered, lost=lost, return_ms=back_ms,
                 event_id=event_id)
     )  # fmt: skip
     origin = await state.village_info(tx.session, row.origin_village_id)

@@ -90,7 +90,7 @@ class March(Base):
 
 
 class Trade(Base):
-    """Merchants on the way: to the target (``returning`` false, carrying ``resources``) or
+    """Merchants on the way: to the target (``homebound`` false, carrying ``resources``) or
     back home (``delivered`` and ``lost`` say what became of them). Deleted when home."""
 
     __tablename__ = "trades"
@@ -105,7 +105,7 @@ class Trade(Base):
     depart_ms: Mapped[int]
     arrive_ms: Mapped[int]
     return_ms: Mapped[int]
-    returning: Mapped[bool] = mapped_column(Boolean, default=False)
+    homebound: Mapped[bool] = mapped_column(Boolean, default=False)
     event_id: Mapped[int]
 
 

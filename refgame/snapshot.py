@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
-from sqlalchemy import false, func, select, true
+from sqlalchemy import Integer, cast, false, func, select, true
 from sqlalchemy.orm import aliased
 
 from gameapi import Out, SnapshotPart, places, players
@@ -202,13 +202,14 @@ def _trades(place: Any, incoming: bool = False) -> AnySelect:
             origin.c.x.label("origin_x"), origin.c.y.label("origin_y"),
             origin.c.name.label("origin_name"), target.c.x.label("target_x"),
             target.c.y.label("target_y"), target.c.name.label("target_name"), t.resources,
-            t.merchants, t.depart_ms, t.return_ms, t.returning, t.delivered, t.lost,
+            t.merchants, t.depart_ms, t.return_ms, cast(t.homebound, Integer).label("homebound"),
+            t.delivered, t.lost,
         )
         .select_from(t)
         .outerjoin(origin, origin.c.id == t.origin_village_id)
         .outerjoin(target, target.c.id == t.target_village_id)
     )  # fmt: skip
-    return stmt.where(t.returning != true()) if incoming else stmt
+    return stmt.where(t.homebound != true()) if incoming else stmt
 
 
 def _trade_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
@@ -223,7 +224,7 @@ def _trade_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
         "depart_ms": row["depart_ms"],
         "arrive_ms": row["arrive_ms"],
         "return_ms": row["return_ms"],
-        "returning": bool(row["returning"]),
+        "returning": bool(row["homebound"]),
         "delivered": dict(row["delivered"] or {}),
         "lost": dict(row["lost"] or {}),
     }  # fmt: skip

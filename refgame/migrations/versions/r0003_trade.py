@@ -30,7 +30,7 @@ def upgrade() -> None:
         sa.Column("depart_ms", sa.BigInteger(), nullable=False),
         sa.Column("arrive_ms", sa.BigInteger(), nullable=False),
         sa.Column("return_ms", sa.BigInteger(), nullable=False),
-        sa.Column("returning", sa.Boolean(), nullable=False),
+        sa.Column("homebound", sa.Boolean(), nullable=False),
         sa.Column("event_id", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_trades")),
     )
