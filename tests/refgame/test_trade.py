@@ -31,6 +31,7 @@ from refgame.errors import (
     InvalidTrade,
     NotYourVillage,
     PrerequisiteMissing,
+    RuleError,
 )
 from refgame.market import send_resources
 from refgame.models import Building, Report, Trade
@@ -187,7 +188,7 @@ async def test_send_arrive_and_return(game: GameDriver) -> None:
     ],
 )
 async def test_refusals_change_nothing(
-    game: GameDriver, target: Any, amounts: dict[str, int], error: type[Exception]
+    game: GameDriver, target: Any, amounts: dict[str, int], error: type[RuleError]
 ) -> None:
     a, b, _ = await _villages(game)
     await _marketplace(game, a.id, 2)
