@@ -190,7 +190,8 @@ def _trade_world(
     if reported is not None:
         body = {"type": "trade", "trade_id": 4, "time_ms": T0 + 9_000, "merchants": 1,
                 "sender": {"player_id": 7, "village_id": V},
-                "receiver": {"player_id": 8, "village_id": 2}, "sent": sent, **reported}  # fmt: skip
+                "receiver": {"player_id": 8, "village_id": 2},
+                "sent": sent, **reported}  # fmt: skip
         reports = [(1, 7, "trade", body, T0 + 9_000), (2, 8, "trade", body, T0 + 9_000)]
     final = _final(reports=reports, idempotent={(7, "t1"): (200, answer, T0)}, trades=rows,
                    buildings={V: {"marketplace": 1}, 2: {"marketplace": 1}})  # fmt: skip
