@@ -1,8 +1,8 @@
 """The rule tables a client needs to show costs and times before a player commits.
 
 ``POST /api/rules`` answers the buildings' cost and duration of every level, the
-units' cost, training time, upkeep and stats, the march speeds and the world
-speed, all computed by the same functions the commands use. It is a command
+units' cost, training time, upkeep and stats, the march speeds, the merchants'
+capacity and speed, and the world speed, all computed by the same functions the commands use. It is a command
 route only because commands are the routes that know the world speed (a query
 gets a session alone); it reads nothing and changes nothing. A client fetches it
 once and keeps it: the tables do not change while a world runs.
@@ -23,6 +23,7 @@ from refgame.buildings import (
 )
 from refgame.resources import MS_PER_SECOND, RESOURCES, scale_duration_ms
 from refgame.state import GameTx
+from refgame.trade import MERCHANT_CAPACITY, MERCHANT_SPEED, MERCHANTS_PER_LEVEL
 from refgame.travel import RECALL_WINDOW_FRACTION
 from refgame.units import MAX_TRAIN_PER_ORDER, TRAINING_QUEUE_LIMIT, UNITS
 from webfront.validation import StrictBody
@@ -81,6 +82,11 @@ def rule_tables(world_speed: float) -> dict[str, Any]:
         "training_queue_limit": TRAINING_QUEUE_LIMIT,
         "max_train_per_order": MAX_TRAIN_PER_ORDER,
         "recall_window_fraction": float(RECALL_WINDOW_FRACTION),
+        "trade": {
+            "merchants_per_level": MERCHANTS_PER_LEVEL,
+            "merchant_capacity": MERCHANT_CAPACITY,
+            "merchant_speed": MERCHANT_SPEED,
+        },
     }
 
 

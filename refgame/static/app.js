@@ -72,7 +72,7 @@ const troopText = (troops) =>
 
 /* ---- talking to the server: the framework's SDK ------------------------- */
 
-const game = new WebGame();
+export const game = new WebGame(); // trade.js sends its command with it too
 export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
 const serverNow = () => game.clock.now();
 
