@@ -2,10 +2,11 @@
 
 ``POST /api/rules`` answers the buildings' cost and duration of every level, the
 units' cost, training time, upkeep and stats, the march speeds, the merchants'
-capacity and speed, and the world speed, all computed by the same functions the commands use. It is a command
-route only because commands are the routes that know the world speed (a query
-gets a session alone); it reads nothing and changes nothing. A client fetches it
-once and keeps it: the tables do not change while a world runs.
+capacity and speed, and the world speed, all computed by the same functions the
+commands use. It is a command route only because commands are the routes that know
+the world speed (a query gets a session alone); it reads nothing and changes
+nothing. A client fetches it once and keeps it: the tables do not change while a
+world runs.
 """
 
 from __future__ import annotations
