@@ -3,6 +3,7 @@ web tier, the Redis queue and the task server, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -14,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from common.amounts import SCALE, accrue, to_fixed
 from common.clock import ManualClock
 from common.queue.handlers import HandlerRegistry
-from common.settings import Settings
+from common.settings import Settings, load_settings
 from db.engine import create_engine
 from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
@@ -93,6 +94,10 @@ def test_what_does_not_fit_is_lost() -> None:
 
 @pytest.fixture
 async def game(engine: AsyncEngine) -> GameDriver:
+    return await _game(engine)
+
+
+async def _game(engine: AsyncEngine) -> GameDriver:
     clock = ManualClock(T0)
     await generate_world(
         engine, stocks=STOCKS, players=3, template=world.village_template(1.0), shards=4,
@@ -230,6 +235,28 @@ async def test_a_full_warehouse_takes_what_fits_and_the_rest_is_lost(game: GameD
         assert {r: body["delivered"][r] + body["lost"][r] for r in RESOURCES} == {
             r: sent.get(r, 0) for r in RESOURCES
         }
+
+
+async def test_concurrent_sends_never_share_a_merchant(postgres_url: str) -> None:
+    """Two sends racing for one village's only merchant (resources enough for both): the
+    marketplace row lock makes the second count the first's merchant."""
+    engine = create_engine(load_settings(database_url=postgres_url))
+    try:
+        game = await _game(engine)
+        a, b, c = await _villages(game)
+        for _ in range(5):
+            sends = [
+                game.command(send_resources, a.player_id, a.id, to.id, {"wood": 10})
+                for to in (b, c)
+            ]
+            results = await asyncio.gather(*sends, return_exceptions=True)
+            sent = [r for r in results if isinstance(r, dict)]
+            refused = [r for r in results if isinstance(r, InsufficientMerchants)]
+            assert (len(sent), len(refused)) == (1, 1), results
+            await game.run_until(sent[0]["return_ms"])
+        assert await _count(game, Trade) == 0
+    finally:
+        await engine.dispose()
 
 
 # ---- through the web tier, the Redis queue and the task server
