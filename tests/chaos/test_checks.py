@@ -222,3 +222,28 @@ def test_merchants_conserve_what_they_carry() -> None:
     world, final = _trade_world(None, [overloaded, {**going, "id": 5}])  # 3 merchants of 1
     found = check_trades(world, replace(final, now_ms=T0 + 5_000), 1_000).violations
     assert any("merchants free" in v for v in found) and any("nobody" not in v for v in found)
+
+
+def test_a_delivery_is_replayed_at_its_arrival() -> None:
+    """Village 2 sends V 50 wood arriving at T0 + 10 s; V's stock must show it from then."""
+    zero = dict.fromkeys(("wood", "clay", "iron", "crop"), 0)
+    sent = {**zero, "wood": 50}
+    answer = {"trade_id": 4, "target_village_id": V, "resources": sent, "merchants": 1,
+              "spent_ms": T0, "depart_ms": T0, "arrive_ms": T0 + 10_000,
+              "return_ms": T0 + 20_000}  # fmt: skip
+    cmd = Command(1, 8, 2, "send_resources", {}, "t1", T0, status=200, answer=answer)
+    body = {"type": "trade", "trade_id": 4, "time_ms": T0 + 10_000, "merchants": 1,
+            "sender": {"player_id": 8, "village_id": 2}, "receiver": {"player_id": 7,
+            "village_id": V}, "sent": sent, "delivered": sent, "lost": zero}  # fmt: skip
+    baseline = Baseline(T0, {V: _row(T0, 100 * SCALE, 25)}, {V: {}}, {}, {})
+    end = T0 + 120_000
+
+    def check(wood: int) -> Check:
+        final = _final(stock={V: _row(end, wood, 25)}, reports=[(1, 7, "trade", body, T0)],
+                       idempotent={(8, "t1"): (200, answer, T0)})  # fmt: skip
+        return check_resources(parse_world(_ledger(cmd), final, SPEED, Check("p", "")), baseline,
+                               final)  # fmt: skip
+
+    assert check(100 * SCALE + 25 * 120_000 + 50 * SCALE).violations == []
+    assert check(100 * SCALE + 25 * 120_000).violations  # never credited
+    assert check(100 * SCALE + 25 * 120_000 + 100 * SCALE).violations  # credited twice
