@@ -18,6 +18,8 @@ lists defender losses as a total, not per home):
 Now and then any player acts socially instead: founds an alliance, invites, accepts
 (sometimes every invitation at once, so joins race) or declines, leaves, kicks or
 promotes, and writes to a player or to the alliance.
+Everybody sometimes sends resources with merchants to a village nearby (a few of
+those ask for more than the village holds, and are refused).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Any
 
 import aiohttp
 
+from refgame.resources import RESOURCES
+from refgame.trade import MERCHANT_CAPACITY, trade_duration_ms
 from refgame.travel import march_duration_ms
 
 log = logging.getLogger("chaos.players")
@@ -61,7 +65,7 @@ class Command:
     seq: int
     player_id: int
     village_id: int
-    path: str  # build, train, march, recall
+    path: str  # build, train, march, recall, send_resources
     body: dict[str, Any]
     key: str
     sent_ms: int
@@ -317,17 +321,21 @@ class Player:
         r = self.rng.random()
         troops = {u: n for u, n in village["troops"].items() if n > 0}
         if self.info.role == "raider":
-            if troops and r < 0.62:
+            if troops and r < 0.58:
                 await self.send_march(troops)
-            elif r < 0.88:
+            elif r < 0.82:
                 await self.build(village)
+            elif r < 0.92:
+                await self.train()
             else:
-                await self.train()
+                await self.send_resources(village)
         else:
-            if r < 0.5:
+            if r < 0.45:
                 await self.build(village)
-            elif r < 0.7:
+            elif r < 0.62:
                 await self.train()
+            elif r < 0.8:
+                await self.send_resources(village)
             elif troops:
                 await self.send_march(troops, kinds=("reinforce",))
 
@@ -449,6 +457,33 @@ class Player:
             task = asyncio.create_task(self.recall_at(int(cmd.answer["march_id"]), at))
             self.recalls.add(task)
             task.add_done_callback(self.recalls.discard)
+
+    async def send_resources(self, village: dict[str, Any]) -> None:
+        """Some of the stock to a village the merchants reach within the longest leg."""
+        free = int(village.get("merchants_free") or 0)
+        if free < 1:
+            return
+        config = self.population.config
+        here = (self.info.x, self.info.y)
+        pool = [
+            t for t in self.targets
+            if trade_duration_ms(here, (t.x, t.y), config.world_speed) <= config.max_leg_ms
+        ]  # fmt: skip
+        if not pool:
+            return
+        target = self.rng.choice(pool)
+        room = free * MERCHANT_CAPACITY
+        greedy = self.rng.random() < 0.1  # more than the village holds: refused
+        amounts = dict.fromkeys(RESOURCES, 0)
+        for res in self.rng.sample(RESOURCES, k=self.rng.randint(1, 2)):
+            have = int(village["stocks"][res]["units"])
+            n = have + 1 if greedy else self.rng.randint(0, max(0, have // 3))
+            amounts[res] = max(0, min(n, room - sum(amounts.values())))
+        if not any(amounts.values()):
+            return
+        body = {"village_id": self.info.village_id, "x": target.x, "y": target.y,
+                "resources": amounts}  # fmt: skip
+        await self.client.send(self.client.new_command("send_resources", body))
 
     async def recall_at(self, march_id: int, at_ms: int) -> None:
         await asyncio.sleep(max(0.0, (at_ms - now_ms()) / 1000))

@@ -150,3 +150,16 @@ class InvalidTarget(RuleError):
     """A command aimed at oneself (invite, kick, message) or at nobody."""
 
     code = "invalid_target"
+
+
+class InvalidTrade(RuleError):
+    """A shipment to its own village, or to a village that does not exist."""
+
+    code = "invalid_trade"
+
+
+class InsufficientMerchants(RuleError):
+    """Not enough free merchants at home; ``details``: needed, free, total."""
+
+    code = "insufficient_merchants"
+    http_status = 409

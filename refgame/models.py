@@ -1,5 +1,5 @@
 """The reference game's own tables: buildings, build and training orders, troops,
-marches, settlers on their way, reports, alliances (members, invitations) and messages.
+marches, settlers on their way, trades, reports, alliances (members, invitations) and messages.
 
 They live in the game's own ``MetaData`` (its Alembic branch, ``refgame/migrations``,
 creates them); foreign keys reach the framework's places and players by column object.
@@ -111,6 +111,26 @@ class SettleMarch(Base):
     settlers: Mapped[int] = mapped_column(Integer)
     depart_ms: Mapped[int]
     arrive_ms: Mapped[int]
+    event_id: Mapped[int]
+
+
+class Trade(Base):
+    """Merchants on the way: to the target (``homebound`` false, carrying ``resources``) or
+    back home (``delivered`` and ``lost`` say what became of them). Deleted when home."""
+
+    __tablename__ = "trades"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    origin_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    target_village_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    resources: Mapped[dict[str, Any]]  # resource -> whole units sent
+    delivered: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    lost: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    merchants: Mapped[int] = mapped_column(Integer)
+    depart_ms: Mapped[int]
+    arrive_ms: Mapped[int]
+    return_ms: Mapped[int]
+    homebound: Mapped[bool] = mapped_column(Boolean, default=False)
     event_id: Mapped[int]
 
 

@@ -2,11 +2,11 @@
 
 ``POST /api/rules`` answers the buildings' cost and duration of every level, the
 units' cost, training time, upkeep and stats, the march speeds, the world speed,
-the settlers a new village takes and the map's radius, all computed by the same
-functions the commands use. It is a command route only because commands are the
-routes that know the world speed (a query gets a session alone); it reads
-nothing and changes nothing. A client fetches it
-once and keeps it: the tables do not change while a world runs.
+the settlers a new village takes and the map's radius, the merchants' capacity and
+speed, all computed by the same functions the commands use. It is a command route
+only because commands are the routes that know the world speed (a query gets a
+session alone); it reads nothing and changes nothing. A client fetches it once and
+keeps it: the tables do not change while a world runs.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from refgame.buildings import (
 )
 from refgame.resources import MS_PER_SECOND, RESOURCES, scale_duration_ms
 from refgame.settling import SETTLERS_TO_FOUND
+from refgame.trade import MERCHANT_CAPACITY, MERCHANT_SPEED, MERCHANTS_PER_LEVEL
 from refgame.travel import RECALL_WINDOW_FRACTION
 from refgame.units import MAX_TRAIN_PER_ORDER, TRAINING_QUEUE_LIMIT, UNITS
 from webfront.validation import StrictBody
@@ -87,6 +88,11 @@ def rule_tables(world_speed: float, map_radius: int | None = None) -> dict[str, 
         "recall_window_fraction": float(RECALL_WINDOW_FRACTION),
         "settlers_to_found": SETTLERS_TO_FOUND,
         "map_radius": map_radius,
+        "trade": {
+            "merchants_per_level": MERCHANTS_PER_LEVEL,
+            "merchant_capacity": MERCHANT_CAPACITY,
+            "merchant_speed": MERCHANT_SPEED,
+        },
     }
 
 

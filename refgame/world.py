@@ -19,7 +19,18 @@ from sqlalchemy import Table
 from common.settings import Settings
 from gameapi import HandlerRegistry
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, alliances, bench, commands, handlers, messages, rankings, rules, settling
+from refgame import (
+    admin,
+    alliances,
+    bench,
+    commands,
+    handlers,
+    market,
+    messages,
+    rankings,
+    rules,
+    settling,
+)
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -51,6 +62,7 @@ STARTING_BUILDINGS: dict[str, int] = {
     "granary": 1,
     "rally_point": 1,
     "barracks": 1,
+    "marketplace": 1,  # one merchant: players can trade from the start
 }
 DECLARED_RESOURCES = RESOURCE_TYPES  # wood, clay, iron (warehouse), crop (granary, may decline)
 STARTING_STOCK = 750  # whole units of each resource
@@ -126,9 +138,10 @@ def new_place(world_speed: float, bot: bool) -> VillageTemplate:
 
 
 def register_handlers(registry: HandlerRegistry, settings: Settings | None = None) -> None:
-    """Every event kind of the game: ``handlers`` and settlers founding villages."""
+    """Every event kind of the game: ``handlers``, settlers founding villages, merchants."""
     handlers.register(registry, settings)
     settling.register(registry, player_village_template)
+    market.register(registry, settings)
 
 
 GAME = Game(
@@ -140,6 +153,7 @@ GAME = Game(
         *commands.ROUTES,
         *rules.ROUTES,
         *settling.ROUTES,
+        *market.ROUTES,
         *alliances.ROUTES,
         *messages.ROUTES,
     ],

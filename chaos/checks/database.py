@@ -17,6 +17,7 @@ from refgame.models import (
     BuildOrder,
     March,
     Message,
+    Trade,
     TrainingOrder,
     Troop,
 )
@@ -81,6 +82,7 @@ class Final:
     alliances: dict[int, str] = field(default_factory=dict)  # id -> tag
     members: list[tuple[int, int, str]] = field(default_factory=list)  # (player, alliance, role)
     messages: int = 0
+    trades: list[dict[str, Any]] = field(default_factory=list)  # merchants still on the way
 
 
 async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
@@ -93,6 +95,7 @@ async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
             )
         ]
         marches = [dict(r._mapping) for r in await conn.execute(select(March.__table__))]
+        trades = [dict(r._mapping) for r in await conn.execute(select(Trade.__table__))]
         build_orders = [
             (int(a), int(b), int(c))
             for a, b, c in await conn.execute(
@@ -163,5 +166,5 @@ async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
         messages = int((await conn.execute(select(func.count()).select_from(Message))).scalar_one())
     return Final(
         now_ms, stock, buildings, troops, marches, build_orders, training_orders,
-        scheduled, processed, reports, idempotent, alliances, members, messages,
+        scheduled, processed, reports, idempotent, alliances, members, messages, trades,
     )  # fmt: skip

@@ -81,7 +81,7 @@ const troopText = (troops) =>
 
 /* ---- talking to the server: the framework's SDK ------------------------- */
 
-export const game = new WebGame(); // social.js shares it
+export const game = new WebGame(); // social.js and trade.js share it
 export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
 export const serverNow = () => game.clock.now();
 

@@ -98,9 +98,12 @@ async def _upgrade_keeps_everything(settings: Settings) -> dict[str, Any]:
         after = await _contents(engine, kept)
     finally:
         await engine.dispose()
-    # refgame's r0004_settle gives every village a level-0 residence: nothing else is new
+    # refgame's r0004_settle and r0005_trade give every village a level-0 residence and
+    # marketplace: nothing else is new
     added = sorted(set(after["rows"]["buildings"]) - set(before["rows"]["buildings"]))
-    assert added == sorted((v[0], "residence", 0) for v in before["rows"]["villages"])
+    assert added == sorted(
+        (v[0], kind, 0) for v in before["rows"]["villages"] for kind in ("marketplace", "residence")
+    )
     after["rows"]["buildings"] = sorted(set(after["rows"]["buildings"]) - set(added))
     assert after == before
     return after | {"all": await _schema(settings)}
