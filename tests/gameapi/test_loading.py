@@ -49,6 +49,7 @@ def test_the_reference_game_loads_once() -> None:
         "recall",
         "rules",
         "found",
+        "send_resources",
         "messages/send",
         "messages/read",
     }
