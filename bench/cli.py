@@ -315,7 +315,7 @@ def push_command(
 
 @cli.command("world")
 @click.option("--start", type=click.IntRange(1, 10_000_000), default=1_000, show_default=True,
-              help="players of the first step (then doubled while the service levels hold)")  # fmt: skip
+              help="players of the first step (doubled while the service levels hold)")  # fmt: skip
 @click.option("--max-players", type=click.IntRange(1, 10_000_000), default=200_000,
               show_default=True)  # fmt: skip
 @click.option("--bisect", type=click.IntRange(0, 20), default=3, show_default=True,
@@ -333,7 +333,7 @@ def push_command(
               help="HTTP connections per load process (event streams not counted)")  # fmt: skip
 @click.option("--bots-per-player", type=click.FloatRange(0, 100), default=1.0, show_default=True)
 @click.option("--world-speed", type=click.FloatRange(1, 1000), default=100, show_default=True,
-              help="WORLD_SPEED: builds and marches end inside a window, so events run")  # fmt: skip
+              help="WORLD_SPEED: builds and marches end within a window")  # fmt: skip
 @click.option("--poll-interval", type=click.FloatRange(0.1, 3600), default=10, show_default=True)
 @click.option("--push-share", type=click.FloatRange(0, 1), default=0.25, show_default=True,
               help="players holding GET /api/events open (they poll every 60 s)")  # fmt: skip

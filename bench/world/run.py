@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -103,9 +104,7 @@ def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for into, src in ((errors, part["errors"]), (warmup, part["warmup_errors"])):
             for reason, n in src.items():
                 into[reason] = into.get(reason, 0) + n
-    lag = {
-        q: max(p["start_lag_ms"][q] for p in parts) for q in ("p50", "p90", "p99", "max")
-    }
+    lag = {q: max(p["start_lag_ms"][q] for p in parts) for q in ("p50", "p90", "p99", "max")}
     return {
         "latency": latency,
         "outcomes": outcomes,
@@ -148,16 +147,22 @@ class Bench:
             path.write_text(json.dumps(spec))
             gens.append(
                 await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "bench.world", "load", str(path),
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )  # fmt: skip
+                    sys.executable,
+                    "-m",
+                    "bench.world",
+                    "load",
+                    str(path),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
             )
         tiers = {
             "web": self.procs.web_pids,
             "task_server": self.procs.task_pids,
-            "redis": lambda: redis_pids,
             "load_generator": lambda: [p.pid for p in gens],
         }
+        if redis_pids:
+            tiers["redis"] = lambda: redis_pids
         if self.world.db.kind == "postgresql":
             tiers["postgres"] = postgres_pids(self.world.db.name)
         clock = CpuClock(tiers)
@@ -205,8 +210,11 @@ class Bench:
                 "share_of_usable_cores": round(cores / usable_cores(tier, procs), 3),
                 "millicores_per_player": round(cores * 1000 / n, 4),
             }
-        total = sum(len(v) for k, v in loads["latency"].items() if k in ("poll", "command",
-                                                                          "login", "arrive"))
+        total = sum(
+            len(v)
+            for k, v in loads["latency"].items()
+            if k in ("poll", "command", "login", "arrive")
+        )
         step: dict[str, Any] = {
             "players": n,
             "requests": requests,
@@ -229,11 +237,12 @@ class Bench:
         step["first_failed"] = first_failed(held)
         step["saturated_tiers"] = saturated_tiers(cpu)
         lat, late, tick = step["latency_ms"], step["event_lateness"], step["tick_shard"]
+        verdict = "held" if step["ok"] else f"MISSED {step['first_failed']}"
         report.console.print(
             f"  poll p99 {lat['poll']['p99']:.0f} ms, command p99 "
             f"{lat['command']['p99']:.0f} ms, lateness p99 {late['p99_s']:.3f} s "
             f"({late['count']:,} events), tick p99 {tick['p99_s']:.3f} s, errors "
-            f"{step['errors']['total']}: {'held' if step['ok'] else 'MISSED ' + str(step['first_failed'])}",
+            f"{step['errors']['total']}: {verdict}",
             highlight=False,
         )
         return step
@@ -286,7 +295,8 @@ def summarize(steps: list[dict[str, Any]], plan: Plan) -> dict[str, Any]:
             # tier saturates; a projection, never a measurement
             "players_on_these_cores_servers_only": int(cores * 1000 / servers) if servers else None,
             "players_on_these_cores_with_generator": int(cores * 1000 / everything)
-            if everything else None,
+            if everything
+            else None,
         },
         "target": {"players": TARGET_PLAYERS, "met": max_players >= TARGET_PLAYERS},
     }
@@ -308,26 +318,29 @@ async def world_bench(
     raise_fd_limit(streams * 2 + 4 * plan.connections * plan.load_processes + 4096)
     embedded = embedded_redis() if redis_url is None else None
     url = embedded.url if embedded else str(redis_url)
-    redis_pids = [embedded.process.pid] if embedded else []
+    # an external Redis serves others too: its CPU is not this run's to report
+    redis_pids = [embedded.process.pid] if embedded and embedded.process else []
     radius = map_radius(int(plan.max_players * (1 + plan.bots_per_player)))
     from redis.asyncio import Redis
 
     redis = Redis.from_url(url)
-    await clear_prefix(redis, PREFIX)
-    database = await fresh_database(
-        db, db_name, url, pg_admin_url, redis_prefix=PREFIX, world_speed=plan.world_speed,
-        map_radius=radius,
-    )  # fmt: skip
-    env = {
-        "DATABASE_URL": database.settings.database_url, "REDIS_URL": url, "REDIS_PREFIX": PREFIX,
-        "WORLD_SPEED": str(plan.world_speed), "MAP_RADIUS": str(radius),
-        "TRUSTED_PROXIES": "127.0.0.1", "LOG_LEVEL": "WARNING",
-        "PUSH_MAX_CHANNELS": str(max(20_000, streams + 100)),
-    }  # fmt: skip
-    procs = Processes(env, plan.web_workers, plan.task_servers)
-    world = World(database, url)
+    prefix = f"{PREFIX}_{secrets.token_hex(4)}"  # two runs on one Redis never meet
+    database = None
+    procs = None
     steps: list[dict[str, Any]] = []
     try:
+        database = await fresh_database(
+            db, db_name, url, pg_admin_url, redis_prefix=prefix, world_speed=plan.world_speed,
+            map_radius=radius,
+        )  # fmt: skip
+        env = {
+            "DATABASE_URL": database.settings.database_url, "REDIS_URL": url,
+            "REDIS_PREFIX": prefix, "WORLD_SPEED": str(plan.world_speed),
+            "MAP_RADIUS": str(radius), "TRUSTED_PROXIES": "127.0.0.1", "LOG_LEVEL": "WARNING",
+            "PUSH_MAX_CHANNELS": str(max(20_000, streams + 100)),
+        }  # fmt: skip
+        procs = Processes(env, plan.web_workers, plan.task_servers)
+        world = World(database, url)
         await grow_world(world, plan.start, plan.bots_per_player, model.rich_share, plan.seed)
         procs.start()
         await procs.wait_ready()
@@ -341,9 +354,11 @@ async def world_bench(
 
         db_ver = await db_version(database.engine)
     finally:
-        procs.stop()
-        await drop_database(database, pg_admin_url)
-        await clear_prefix(redis, PREFIX)
+        if procs is not None:
+            procs.stop()
+        if database is not None:
+            await drop_database(database, pg_admin_url)
+        await clear_prefix(redis, prefix)
         await redis.aclose()
         if embedded is not None:
             embedded.stop()

@@ -134,19 +134,15 @@ async def grow_world(
     for r, token in zip(rows, tokens, strict=True):
         tx, ty = nearest(spots, r.x, r.y)
         rich = bool(rich_every) and (r.id - first) % rich_every == 0
-        world.players.append(
-            SimPlayer(r.player_id, str(r.name), token, r.id, tx, ty, rich)
-        )
+        world.players.append(SimPlayer(r.player_id, str(r.name), token, r.id, tx, ty, rich))
 
 
 def nearest(spots: set[tuple[int, int]], x: int, y: int) -> tuple[int, int]:
     """The closest spot of ``spots`` to (x, y), searched ring by ring."""
     for reach in range(1, 200):
-        ring = [
-            (x + dx, y + dy)
-            for dx in range(-reach, reach + 1)
-            for dy in (-reach, reach)
-        ] + [(x + dx, y + dy) for dx in (-reach, reach) for dy in range(-reach + 1, reach)]
+        ring = [(x + dx, y + dy) for dx in range(-reach, reach + 1) for dy in (-reach, reach)] + [
+            (x + dx, y + dy) for dx in (-reach, reach) for dy in range(-reach + 1, reach)
+        ]
         found = [p for p in ring if p in spots]
         if found:
             return min(found)
@@ -221,9 +217,7 @@ class Processes:
             if any(p.poll() is not None for p in self.all()):
                 raise FatalError(f"a bench world process exited: {self.output()}")
             web_up = await asyncio.to_thread(_answers, f"{self.url}/api/time")
-            tasks_up = all(
-                [await asyncio.to_thread(_answers, m) for m in self.metrics_urls()]
-            )
+            tasks_up = all([await asyncio.to_thread(_answers, m) for m in self.metrics_urls()])
             if web_up and tasks_up and len(self.web_pids()) >= self.web_workers:
                 return
             await asyncio.sleep(0.2)
@@ -313,9 +307,9 @@ class CpuClock:
         return out
 
     @staticmethod
-    def used(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]) -> dict[
-        str, tuple[float, int]
-    ]:
+    def used(
+        before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]
+    ) -> dict[str, tuple[float, int]]:
         """CPU seconds per tier between two reads, and how many processes it had."""
         result = {}
         for name, now in after.items():

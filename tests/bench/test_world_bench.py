@@ -72,9 +72,7 @@ def _check_step(step: dict[str, Any]) -> None:
     held = step["slo_held"]
     assert held == verdicts(step)
     assert held["poll_p99_ms"] == (step["latency_ms"]["poll"]["p99"] < SLO["poll_p99_ms"])
-    assert held["command_p99_ms"] == (
-        step["latency_ms"]["command"]["p99"] < SLO["command_p99_ms"]
-    )
+    assert held["command_p99_ms"] == (step["latency_ms"]["command"]["p99"] < SLO["command_p99_ms"])
     for name, key in (("event_lateness_p99_s", "event_lateness"), ("tick_shard_p99_s",
                                                                     "tick_shard")):  # fmt: skip
         buckets = [(le, n) for le, n in step[key]["buckets"]]
