@@ -173,7 +173,7 @@ class Generator:
 
     async def act(self, action: str, who: int, arg: int, due: float) -> None:
         sim = self.sims[who]
-        kind = "command" if action in ("command", "march", "recall") else action
+        kind = "command" if action in ("order", "march", "recall") else action
         try:
             outcome = await getattr(self, f"do_{action}")(sim, who, arg, due)
         except TimeoutError:
@@ -198,7 +198,7 @@ class Generator:
             await self.open_stream(sim)
         poll = m.push_poll_interval_s if sim.push else m.poll_interval_s
         self.at(due + poll, "poll", who)
-        self.at(due + self.rng.uniform(0, m.command_interval_s), "command", who)
+        self.at(due + self.rng.uniform(0, m.command_interval_s), "order", who)
         self.at(due + self.rng.uniform(0, m.march_interval_s), "march", who)
         return outcome
 
@@ -231,9 +231,10 @@ class Generator:
                 return "refused", data
             return f"error_{response.status}", data
 
-    async def do_command(self, sim: Sim, who: int, _arg: int, due: float) -> str:
+    async def do_order(self, sim: Sim, who: int, _arg: int, due: float) -> str:
+        """The 2-minute command: train or build."""
         m = self.model
-        self.at(due + self.jitter(m.command_interval_s), "command", who)
+        self.at(due + self.jitter(m.command_interval_s), "order", who)
         if self.rng.random() < m.train_share:
             body: dict[str, Any] = {"village_id": sim.village_id, **TRAIN}
             return (await self.post(sim, "/api/train", body))[0]

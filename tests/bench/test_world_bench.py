@@ -59,6 +59,9 @@ def test_the_search_doubles_then_bisects_and_stops() -> None:
 def _check_step(step: dict[str, Any]) -> None:
     assert step["players"] in (20, 40)
     assert step["requests"]["poll"] > 0 and step["requests"]["command"] > 0
+    assert step["requests"]["command"] == sum(
+        step["requests"].get(k, 0) for k in ("order", "march", "recall")
+    )
     assert step["requests_per_s"] > 0
     assert step["tick_shard"]["count"] > 0 and step["event_lateness"]["count"] > 0
     assert step["streams"]["players"] > 0
