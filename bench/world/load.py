@@ -191,15 +191,16 @@ class Generator:
         return {"Authorization": f"Bearer {sim.token}"}
 
     async def do_arrive(self, sim: Sim, who: int, _arg: int, due: float) -> str:
-        """The page loads: a full snapshot, the stream, then the player's routine."""
-        outcome = await self.snapshot(sim, None)
+        """The page loads: a full snapshot and the stream; the player's routine begins (even
+        when these failed: a player retries, and the failure is counted)."""
         m = self.model
-        if sim.push:
-            await self.open_stream(sim)
         poll = m.push_poll_interval_s if sim.push else m.poll_interval_s
         self.at(due + poll, "poll", who)
         self.at(due + self.rng.uniform(0, m.command_interval_s), "order", who)
         self.at(due + self.rng.uniform(0, m.march_interval_s), "march", who)
+        outcome = await self.snapshot(sim, None)
+        if sim.push:
+            await self.open_stream(sim)
         return outcome
 
     async def snapshot(self, sim: Sim, etag: str | None) -> str:

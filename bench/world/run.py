@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench import report
 from bench.databases import DEFAULT_PG_ADMIN_URL, drop_database, fresh_database
 from bench.host import load_average, redis_version, warn_if_busy
@@ -21,6 +23,7 @@ from bench.prefix import clear_prefix
 from bench.push import raise_fd_limit
 from bench.world.model import (
     LIMIT_TITLES,
+    SATURATED,
     SLO,
     PlayerModel,
     first_failed,
@@ -70,6 +73,19 @@ def usable_cores(tier: str, processes: int) -> int:
     """Cores a tier can use: one per Python or Redis process, PostgreSQL all of them."""
     cores = os.cpu_count() or 1
     return cores if tier == "postgres" else min(processes, cores)
+
+
+def busy_share(before: Any, after: Any) -> float:
+    """The share of the machine's CPU time that was not idle between two ``cpu_times()``."""
+    idle = (after.idle + getattr(after, "iowait", 0.0)) - (
+        before.idle + getattr(before, "iowait", 0.0)
+    )
+
+    def total(t: Any) -> float:  # guest time is counted in user time already (Linux)
+        return float(sum(t)) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+
+    spent = total(after) - total(before)
+    return max(0.0, 1 - idle / spent) if spent > 0 else 0.0
 
 
 def pushes(k: int, share: float) -> bool:
@@ -170,10 +186,12 @@ class Bench:
         urls = self.procs.metrics_urls()
         await asyncio.sleep(max(0.0, start_at + plan.warmup_s - time.time()))
         cpu_before = clock.read()
+        machine_before = psutil.cpu_times()
         wall_before = time.perf_counter()
         hist_before = await asyncio.to_thread(scrape_histograms, urls, names)
         await asyncio.sleep(max(0.0, start_at + plan.warmup_s + plan.window_s - time.time()))
         cpu_after = clock.read()
+        machine = busy_share(machine_before, psutil.cpu_times())
         wall = time.perf_counter() - wall_before
         hist_after = await asyncio.to_thread(scrape_histograms, urls, names)
         parts = []
@@ -183,9 +201,9 @@ class Bench:
                 tail = err.decode(errors="replace").strip().splitlines()[-3:]
                 raise FatalError(f"a load generator failed: {' | '.join(tail)}")
             parts.append(json.loads(out.decode().strip().splitlines()[-1]))
-        return self.step(n, combine(parts), CpuClock.used(cpu_before, cpu_after), wall, {
-            name: histogram_delta(hist_before[name], hist_after[name]) for name in names
-        })  # fmt: skip
+        hists = {name: histogram_delta(hist_before[name], hist_after[name]) for name in names}
+        used = CpuClock.used(cpu_before, cpu_after)
+        return self.step(n, combine(parts), used, wall, hists, machine)
 
     def step(
         self,
@@ -194,6 +212,7 @@ class Bench:
         cpu_used: dict[str, tuple[float, int]],
         wall: float,
         hists: dict[str, list[list[float]]],
+        machine_busy: float,
     ) -> dict[str, Any]:
         window = self.plan.window_s
         latency = {k: report.percentiles(v) for k, v in loads["latency"].items()}
@@ -235,7 +254,13 @@ class Bench:
         step["slo_held"] = held
         step["ok"] = all(held.values())
         step["first_failed"] = first_failed(held)
+        step["machine_cpu"] = {
+            "busy_share": round(machine_busy, 3),  # every process on the machine, ours or not
+            "ours_cores": round(sum(c["cores"] for c in cpu.values()), 3),
+        }
         step["saturated_tiers"] = saturated_tiers(cpu)
+        if machine_busy >= SATURATED:
+            step["saturated_tiers"].append("machine")
         lat, late, tick = step["latency_ms"], step["event_lateness"], step["tick_shard"]
         verdict = "held" if step["ok"] else f"MISSED {step['first_failed']}"
         report.console.print(
@@ -315,7 +340,12 @@ async def world_bench(
     load_at_start = load_average()
     warn_if_busy(load_at_start)
     streams = int(plan.max_players * model.push_share) + 1
-    raise_fd_limit(streams * 2 + 4 * plan.connections * plan.load_processes + 4096)
+    wanted = streams * 2 + 4 * plan.connections * plan.load_processes + 4096
+    if raise_fd_limit(wanted) < wanted:
+        report.console.print(
+            f"[yellow]note: the open-file limit is below the {wanted:,} the largest step may "
+            "need (ulimit -Hn): its streams would fail as errors[/yellow]"
+        )
     embedded = embedded_redis() if redis_url is None else None
     url = embedded.url if embedded else str(redis_url)
     # an external Redis serves others too: its CPU is not this run's to report
