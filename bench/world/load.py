@@ -25,6 +25,7 @@ BUILD_KINDS = ("woodcutter", "clay_pit", "iron_mine", "cropland", "warehouse", "
 TRAIN = {"unit": "legionnaire", "count": 1}
 RAID = {"legionnaire": 2}
 REFUSED = 409  # a game rule said no (cannot pay, queue full, too late to recall)
+GONE = 404  # the march to recall has arrived meanwhile
 DRAIN_S = 12.0  # after the window: requests in flight finish (the client timeout is 10 s)
 
 
@@ -253,7 +254,9 @@ class Generator:
         return outcome
 
     async def do_recall(self, sim: Sim, _who: int, march_id: int, _due: float) -> str:
-        return (await self.post(sim, "/api/recall", {"march_id": march_id}))[0]
+        outcome = (await self.post(sim, "/api/recall", {"march_id": march_id}))[0]
+        # a march that already arrived is gone: too late to recall, as the game says
+        return "refused" if outcome == f"error_{GONE}" else outcome
 
     async def do_login(self, sim: Sim, who: int, _arg: int, _due: float) -> str:
         """A password login from the player's own address (behind the trusted proxy)."""

@@ -65,6 +65,7 @@ def _check_step(step: dict[str, Any]) -> None:
     assert step["requests_per_s"] > 0
     assert step["tick_shard"]["count"] > 0 and step["event_lateness"]["count"] > 0
     assert step["streams"]["players"] > 0
+    assert 0 < step["machine_cpu"]["busy_share"] <= 1 and step["machine_cpu"]["ours_cores"] > 0
     for tier in TIERS:
         assert step["cpu"][tier]["processes"] >= 1
     for tier in ("web", "task_server", "load_generator"):
