@@ -88,6 +88,7 @@ def _check_step(step: dict[str, Any]) -> None:
     assert (step["first_failed"] is None) == step["ok"]
 
 
+@pytest.mark.timeout(300)  # two steps of the whole stack on a shared machine
 def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     out = tmp_path / "results"
     proc = subprocess.run(
