@@ -51,7 +51,6 @@ class SimPlayer:
     village_id: int
     target_x: int
     target_y: int
-    rich: bool
 
 
 @dataclass
@@ -127,14 +126,15 @@ async def grow_world(
         spots = {
             (x, y)
             for x, y in await conn.execute(
-                select(Village.x, Village.y).join(Player).where(Player.is_bot.is_(True))
+                select(Village.x, Village.y)
+                .join(Player, Player.id == Village.player_id)
+                .where(Player.is_bot.is_(True))
             )
         }
     tokens = await mint_sessions(world, ids)
     for r, token in zip(rows, tokens, strict=True):
         tx, ty = nearest(spots, r.x, r.y)
-        rich = bool(rich_every) and (r.id - first) % rich_every == 0
-        world.players.append(SimPlayer(r.player_id, str(r.name), token, r.id, tx, ty, rich))
+        world.players.append(SimPlayer(r.player_id, str(r.name), token, r.id, tx, ty))
 
 
 def nearest(spots: set[tuple[int, int]], x: int, y: int) -> tuple[int, int]:
