@@ -348,9 +348,7 @@ class PartitionWorker:
                 j += 1
             group = events if (i == 0 and j == len(events)) else events[i:j]
             i = j
-            observe = self._lateness.observe
-            for event in group:
-                observe((now - at(event)) / 1000)
+            self._lateness.observe_ms([now - at(event) for event in group])
             reg = self.registry.get(kind)
             if reg is None:
                 # the web tier and the task server load one game, which refuses to schedule
