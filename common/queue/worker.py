@@ -155,6 +155,7 @@ class PartitionWorker:
         self._redelivered = self.metrics.redelivered.labels(label)
         self._held_back = self.metrics.held_back.labels(label)
         self._latency: dict[str, Any] = {}
+        self._lateness = self.metrics.lateness
 
     def stop(self) -> None:
         """Finish the batch in hand, hand back a prefetched one, and return from ``run``."""
@@ -349,6 +350,7 @@ class PartitionWorker:
                 j += 1
             group = events if (i == 0 and j == len(events)) else events[i:j]
             i = j
+            self._lateness.observe_ms([now - at(event) for event in group])
             reg = self.registry.get(kind)
             if reg is None:
                 # the web tier and the task server load one game, which refuses to schedule
