@@ -41,7 +41,7 @@ def test_alliance_and_messages_panels(stack: Stack) -> None:
 
             alice.get_by_label("Alliance name").fill("Night Owls")
             alice.get_by_label("Tag").fill("OWL")
-            alice.get_by_role("button", name="Found").click()
+            alice.get_by_role("button", name="Found alliance").click()
             expect(alice.locator("#alliance-title")).to_have_text("[OWL] Night Owls")
             alice.locator("#alliance-invitee").fill("bob")
             alice.locator("#alliance-invite").get_by_role("button", name="Invite").click()
