@@ -27,6 +27,7 @@ from gameapi.places import (
 )
 from gameapi.routes import CommandRoute, QueryRoute
 from gameapi.stocks import Stocks, stocks_for, stocks_of
+from gameserver.jobs import JobContext
 from webfront.validation import Id, Out, Query, StrictBody
 
 places = Village.__table__
@@ -43,6 +44,7 @@ __all__ = [
     "Handler",
     "HandlerRegistry",
     "Id",
+    "JobContext",
     "NotYourPlace",
     "OffMap",
     "Out",

@@ -82,8 +82,6 @@ class Game:
         Callable[[AsyncSession, int], Awaitable[dict[str, list[dict[str, Any]]]]] | None
     ) = None
     replay_report: Callable[[AsyncSession, int], Awaitable[dict[str, Any] | None]] | None = None
-    # a periodic job: (name, every_s, async fn(settings)) run once per world per interval
-    jobs: Sequence[tuple[str, float, Callable[..., Awaitable[None]]]] = ()
     # the workload of `python -m bench queue --handlers game`: the event kind measured, how
     # to set up N of them due at once and what the run produced (gameapi.bench.GameBench);
     # None: that bench refuses the game

@@ -32,7 +32,7 @@ from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
-from gameserver.jobs import JobContext
+from gameapi import JobContext
 from gameserver.retention import prune_rows
 from refgame import rankings, state
 from refgame.batch import BatchState

@@ -31,9 +31,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from gameapi import Out, Query, QueryRoute, places, players
+from gameapi import JobContext, Out, Query, QueryRoute, places, players
 from gameapi.game import AnySelect
-from gameserver.jobs import JobContext
 from refgame.models import Alliance, AllianceMember, Building, PlayerPoints, Ranking
 from refgame.population import POPULATION
 
