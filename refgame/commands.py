@@ -70,7 +70,7 @@ async def require_settled(tx: CommandTx, village_id: int) -> None:
         raise EventsPending("this village has events finishing right now; retry in a moment")
 
 
-async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
+async def pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
     """Spend ``cost``; returns the time the stock was settled at.
 
     That is *now*, unless an event elsewhere is overdue: its follow-ups (news of a
@@ -102,7 +102,7 @@ async def _place_order(
 ) -> tuple[int, int]:
     """Pay ``cost``, insert the queue order row and schedule its completion event at
     ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
-    spent_ms = await _pay(tx, village_id, cost)
+    spent_ms = await pay(tx, village_id, cost)
     order_id = (
         await tx.session.execute(
             insert(order).values(village_id=village_id, **columns).returning(order.id)

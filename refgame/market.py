@@ -33,7 +33,7 @@ from common.queue.tx import Tx
 from common.settings import Settings
 from gameapi.routes import CommandRoute
 from refgame import state
-from refgame.commands import CommandTx, Coordinate, _pay, own_village
+from refgame.commands import CommandTx, Coordinate, own_village, pay
 from refgame.economy import stock_at
 from refgame.errors import InvalidTrade
 from refgame.handlers import MAX_BATCH, _refund, _side
@@ -104,7 +104,7 @@ async def send_resources(
         tx.now_ms,
         tx.world_speed,
     )
-    spent_ms = await _pay(tx, village_id, dict(plan.resources))
+    spent_ms = await pay(tx, village_id, dict(plan.resources))
     trade_id = (
         await tx.session.execute(
             insert(Trade)
