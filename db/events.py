@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, select, update
+from sqlalchemy import BigInteger, ColumnElement, Select, exists, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from db.models import ScheduledEvent
@@ -94,6 +94,29 @@ async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
         .limit(1)
     )
     return found.first() is not None
+
+
+def overdue_row(tag: str, village_id: ColumnElement[int], now_ms: ColumnElement[int]) -> Select:
+    """``village_has_overdue`` as a row to union into a command's one read: (``tag``, '',
+    1, 0) when ``village_id`` has an event due by ``now_ms`` that holds it, else no row."""
+    held = (
+        select(ScheduledEvent.id)
+        .where(
+            ScheduledEvent.village_id == village_id,
+            ScheduledEvent.due_ms <= now_ms,
+            HOLDS_VILLAGE,
+        )
+        .limit(1)
+    )
+    row = select(literal(tag), literal(""), literal(1, BigInteger), literal(0, BigInteger))
+    return row.where(exists(held))
+
+
+def earliest_due(now_ms: ColumnElement[int]) -> ColumnElement[int]:
+    """SQL for the due time of the earliest healthy pending event (``earliest_pending``),
+    or ``now_ms`` when there is none."""
+    earliest = select(ScheduledEvent.due_ms).where(HOLDS_WORLD).order_by(ScheduledEvent.due_ms)
+    return func.coalesce(earliest.limit(1).scalar_subquery(), now_ms)
 
 
 def _error(text: str) -> str:

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.queue.durable import add_durable_events
 from common.queue.tx import Tx
 from common.queue.work import Committed
-from db.engine import is_transaction_conflict
+from db.engine import is_database_outage, is_transaction_conflict
 from db.models import IdempotentResponse
 from gameapi.places import NotYourPlace
 from gameapi.routes import CommandRoute
@@ -94,6 +94,14 @@ async def _stored_in(session: AsyncSession, player_id: int, key: str) -> idempot
     return None if row is None else idempotency.Stored(row[0], row[1], row[2])
 
 
+def _retry_outage(exc: Exception, retried: bool, committing: bool, key: str | None) -> bool:
+    """Run the command once more after a lost connection (the pool keeps no pre-ping, so a
+    connection the server dropped fails on first use; the pool then renews them all).
+    Only when it cannot apply twice: it failed before its commit, or its key's row
+    answers a repeat of one that did commit."""
+    return not retried and is_database_outage(exc) and (not committing or bool(key))
+
+
 def command_handler(
     route: CommandRoute[Any], rule_errors: tuple[type[Exception], ...]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -120,8 +128,10 @@ def command_handler(
         # below, so the common first use of a key costs no extra round trip.
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
-        for attempt in range(_CONFLICT_RETRIES):
+        outage_retried, conflicts = False, 0
+        while True:
             now = app[CLOCK].now_ms()
+            committing = False
             try:
                 async with app[SESSION_FACTORY]() as session, session.begin():
                     tx = Tx(
@@ -147,6 +157,7 @@ def command_handler(
                         await idempotency.store(
                             session, player_id, key, digest, route.status, result, now
                         )
+                    committing = True  # leaving the block commits: it may apply from here on
                 break
             except _Refused as refused:
                 if refused.stored is not None:
@@ -159,11 +170,15 @@ def command_handler(
                     return idempotency.replay(request, stored, digest)
                 if isinstance(exc, rule_errors):
                     raise rule_error(exc) from None
+                if _retry_outage(exc, outage_retried, committing, key):
+                    outage_retried = True
+                    continue
                 if isinstance(exc, IntegrityError) or not isinstance(exc, DBAPIError):
                     raise
-                if not is_transaction_conflict(exc) or attempt == _CONFLICT_RETRIES - 1:
+                if not is_transaction_conflict(exc) or conflicts == _CONFLICT_RETRIES - 1:
                     raise
-                await asyncio.sleep(0.01 * (attempt + 1))
+                conflicts += 1
+                await asyncio.sleep(0.01 * conflicts)
         work = Committed()
         work.add(tx, events)
         queue = app[QUEUE]
