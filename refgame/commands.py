@@ -109,6 +109,13 @@ async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen
     return spent
 
 
+# built once (a Core insert with parameters): every build and train writes one
+_ORDER_INSERTS = {
+    order: insert(order.__table__).returning(order.__table__.c.id)  # type: ignore[arg-type]
+    for order in (BuildOrder, TrainingOrder)
+}
+
+
 async def _place_order(
     tx: CommandTx,
     player_id: int,
@@ -122,11 +129,10 @@ async def _place_order(
     """Pay ``cost``, insert the queue order row and schedule its completion event at
     ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
     spent_ms = await _pay(tx, village_id, cost, seen)
-    order_id = (
-        await tx.session.execute(
-            insert(order).values(village_id=village_id, **columns).returning(order.id)
-        )
-    ).scalar_one()
+    inserted = await tx.session.execute(
+        _ORDER_INSERTS[order], {"village_id": village_id, **columns}
+    )
+    order_id = inserted.scalar_one()
     tx.schedule(done_event, village_id, columns["done_ms"], {"order_id": order_id})
     tx.touch_players([player_id])
     return order_id, spent_ms
