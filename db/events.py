@@ -25,7 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import BigInteger, ColumnElement, Select, exists, func, literal, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    String,
+    exists,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from db.models import ScheduledEvent
@@ -96,6 +106,14 @@ async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
     return found.first() is not None
 
 
+def written(name: str) -> ColumnElement[str]:
+    """A name from code (a tag, a declared resource) written into a statement as a constant
+    rather than bound anew at every run."""
+    if not name.replace("_", "").isalnum() and name:
+        raise ValueError(f"not a plain name: {name!r}")
+    return literal_column(f"'{name}'", String)
+
+
 def overdue_row(tag: str, village_id: ColumnElement[int], now_ms: ColumnElement[int]) -> Select:
     """``village_has_overdue`` as a row to union into a command's one read: (``tag``, '',
     1, 0) when ``village_id`` has an event due by ``now_ms`` that holds it, else no row."""
@@ -108,7 +126,9 @@ def overdue_row(tag: str, village_id: ColumnElement[int], now_ms: ColumnElement[
         )
         .limit(1)
     )
-    row = select(literal(tag), literal(""), literal(1, BigInteger), literal(0, BigInteger))
+    row = select(
+        written(tag), written(""), literal_column("1", BigInteger), literal_column("0", BigInteger)
+    )
     return row.where(exists(held))
 
 

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.amounts import to_fixed
-from db.events import PendingHead, earliest_due, earliest_pending, overdue_villages
+from db.events import PendingHead, earliest_due, earliest_pending, overdue_villages, written
 from db.models import NAMING
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ class Stocks:
         values = self.settled_values(at, dialect)
         rows = self.table.join(horizon, true())
         return [
-            select(literal(tag), literal(res), values[res], at)
+            select(written(tag), written(res), values[res], at)
             .select_from(rows)
             .where(self.c.village_id == village_id)
             for res in self.names

@@ -18,7 +18,7 @@ from sqlalchemy import (
     CompoundSelect,
     bindparam,
     insert,
-    literal,
+    literal_column,
     select,
     union_all,
     update,
@@ -138,6 +138,10 @@ async def _place_order(
     return order_id, spent_ms
 
 
+# constants written into the statement, not bound anew at every run
+_ZERO = literal_column("0", BigInteger)
+
+
 def _reads(queue: type[BuildOrder] | type[TrainingOrder], dialect: str) -> CompoundSelect:
     """The owner, the buildings and the ``queue`` of ``:village_id``, whether it has an
     overdue event, and its stock at the settle horizon, in one read (rows tagged v, b, o,
@@ -154,12 +158,12 @@ def _reads(queue: type[BuildOrder] | type[TrainingOrder], dialect: str) -> Compo
     else:
         kind, n = TrainingOrder.unit, TrainingOrder.count
     return union_all(
-        select(literal("v").label("tag"), literal("").label("kind"),
-               Village.player_id.label("n"), literal(0, BigInteger).label("done_ms"))
+        select(pending.written("v").label("tag"), pending.written("").label("kind"),
+               Village.player_id.label("n"), _ZERO.label("done_ms"))
         .where(Village.id == vid),
-        select(literal("b"), Building.kind, Building.level, literal(0, BigInteger))
+        select(pending.written("b"), Building.kind, Building.level, _ZERO)
         .where(Building.village_id == vid),
-        select(literal("o"), kind, n, queue.done_ms).where(queue.village_id == vid),
+        select(pending.written("o"), kind, n, queue.done_ms).where(queue.village_id == vid),
         pending.overdue_row("x", vid, now),
         *STOCKS.settled_rows("s", vid, now, dialect),
     )  # fmt: skip
