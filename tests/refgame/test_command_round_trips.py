@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import event, func, select, text, update
+from sqlalchemy import event, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import ManualClock
 from common.settings import Settings, load_settings
 from db.engine import create_engine
+from db.models import ScheduledEvent
 from refgame.models import BuildOrder
 from refgame.resources import STOCKS
 from tests.conftest import TEST_REDIS_URL
@@ -175,3 +176,79 @@ async def test_a_command_after_the_server_dropped_the_pool_applies_once(
         assert orders == 2
     finally:
         await engine.dispose()
+
+
+NOW_MS = 1_750_000_000_000
+
+
+async def _pending(
+    settings: Settings, event_id: int, village_id: int, due_ms: int, **row: Any
+) -> None:
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                insert(ScheduledEvent).values(
+                    id=event_id, kind="build_done", village_id=village_id, due_ms=due_ms,
+                    priority=0, payload=b"\x80", created_ms=due_ms - 1, **row,
+                )
+            )  # fmt: skip
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def any_db_client(aiohttp_client: Any, settings: Settings, redis: Redis) -> Any:
+    game_settings = settings.model_copy(update={"game": "refgame", "map_radius": 8})
+    app = create_app(game_settings, ManualClock(NOW_MS), config=replace(FAST_CONFIG))
+    return await aiohttp_client(app)
+
+
+async def test_the_one_read_holds_what_the_separate_reads_held(
+    any_db_client: Any, settings: Settings
+) -> None:
+    """The overdue check and the settle horizon, folded into the command's read, still
+    refuse a village with an overdue event and settle no later than the earliest one."""
+    client = any_db_client
+    auth, village = await _player(client, "alice")
+    _, other = await _player(client, "bob")
+
+    async def build(key: str) -> tuple[int, dict[str, Any]]:
+        resp = await client.post(
+            "/api/build",
+            json={"village_id": village, "kind": "woodcutter"},
+            headers={**auth, "Idempotency-Key": key},
+        )
+        return resp.status, await resp.json()
+
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:  # last settled before the event below was due
+            await conn.execute(
+                update(STOCKS.table)
+                .where(STOCKS.c.village_id == village)
+                .values(updated_ms=NOW_MS - 10_000)
+            )
+    finally:
+        await engine.dispose()
+    # a healthy event overdue elsewhere: the stock is settled at its due time
+    await _pending(settings, 1, other, NOW_MS - 5_000)
+    status, order = await build("k1")
+    assert status == 200, order
+    assert order["spent_ms"] == NOW_MS - 5_000
+    # one overdue here that failed once still holds this village (not the world)
+    await _pending(settings, 2, village, NOW_MS - 1_000, attempts=1)
+    status, error = await build("k2")
+    assert status == 409 and error["error"]["code"] == "events_pending", error
+    # a dead one holds nothing
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                update(ScheduledEvent).where(ScheduledEvent.id == 2).values(dead_ms=NOW_MS)
+            )
+    finally:
+        await engine.dispose()
+    status, order = await build("k3")
+    assert status == 200, order
+    assert order["spent_ms"] == NOW_MS - 5_000
