@@ -29,7 +29,7 @@ from refgame.resources import STOCKS
 from tests.conftest import TEST_REDIS_URL
 from tests.web.conftest import FAST_CONFIG, PASSWORD
 from webfront.app import create_app
-from webfront.state import ENGINE
+from webfront.state import ENGINE, QUEUE
 
 # the most each command kind may cost; lower them when a change saves a round trip
 MAX_BUILD = 7  # BEGIN, one read, spend, order row, event row, idempotency row, COMMIT
@@ -127,6 +127,16 @@ async def test_a_command_costs_few_round_trips(client: Any, pg_settings: Setting
     assert status == 200, sent
     assert 0 < len(sent) <= MAX_BUILD, sent
     assert sent[-1].rstrip(";") == "COMMIT", sent
+    # its event is in the queue's index before the answer (the web tier's pipelined index)
+    queue = client.app[QUEUE]
+    engine = create_engine(pg_settings)
+    try:
+        async with engine.connect() as conn:
+            ids = list(await conn.scalars(select(ScheduledEvent.id)))
+    finally:
+        await engine.dispose()
+    assert len(ids) == 2
+    assert await queue.missing(queue.partition_of(village), ids) == []
 
     build = {"village_id": poor_village, "kind": "woodcutter"}
     train = {"village_id": poor_village, "unit": "legionnaire", "count": 1}
