@@ -153,17 +153,15 @@ def _reads(queue: type[BuildOrder] | type[TrainingOrder], dialect: str) -> Compo
     twice (a chaos run under load found it: a level short of its completed builds)."""
     vid = bindparam("village_id", type_=BigInteger)
     now = bindparam("now_ms", type_=BigInteger)
-    if queue is BuildOrder:
-        kind, n = BuildOrder.kind, BuildOrder.target_level
-    else:
-        kind, n = TrainingOrder.unit, TrainingOrder.count
+    # table columns only: a Core statement skips the ORM's per-call work
+    v, b, q = Village.__table__.c, Building.__table__.c, queue.__table__.c
+    kind, n = (q.kind, q.target_level) if queue is BuildOrder else (q.unit, q.count)
     return union_all(
         select(pending.written("v").label("tag"), pending.written("").label("kind"),
-               Village.player_id.label("n"), _ZERO.label("done_ms"))
-        .where(Village.id == vid),
-        select(pending.written("b"), Building.kind, Building.level, _ZERO)
-        .where(Building.village_id == vid),
-        select(pending.written("o"), kind, n, queue.done_ms).where(queue.village_id == vid),
+               v.player_id.label("n"), _ZERO.label("done_ms"))
+        .where(v.id == vid),
+        select(pending.written("b"), b.kind, b.level, _ZERO).where(b.village_id == vid),
+        select(pending.written("o"), kind, n, q.done_ms).where(q.village_id == vid),
         pending.overdue_row("x", vid, now),
         *STOCKS.settled_rows("s", vid, now, dialect),
     )  # fmt: skip

@@ -81,11 +81,10 @@ class _Refused(Exception):
         self.rule, self.stored = rule, stored
 
 
-_STORED = select(
-    IdempotentResponse.request_hash, IdempotentResponse.status, IdempotentResponse.body
-).where(
-    IdempotentResponse.player_id == bindparam("player_id"),
-    IdempotentResponse.key == bindparam("key"),
+_STORED_COLUMNS = IdempotentResponse.__table__.c  # a Core statement: no ORM per-call work
+_STORED = select(_STORED_COLUMNS.request_hash, _STORED_COLUMNS.status, _STORED_COLUMNS.body).where(
+    _STORED_COLUMNS.player_id == bindparam("player_id"),
+    _STORED_COLUMNS.key == bindparam("key"),
 )
 
 
