@@ -313,6 +313,79 @@ def push_command(
     run_async(go)
 
 
+@cli.command("world")
+@click.option("--start", type=click.IntRange(1, 10_000_000), default=1_000, show_default=True,
+              help="players of the first step (doubled while the service levels hold)")  # fmt: skip
+@click.option("--max-players", type=click.IntRange(1, 10_000_000), default=200_000,
+              show_default=True)  # fmt: skip
+@click.option("--bisect", type=click.IntRange(0, 20), default=3, show_default=True,
+              help="steps between the last N that held and the first that did not")  # fmt: skip
+@click.option("--warmup", type=click.FloatRange(1, 3600), default=20, show_default=True,
+              help="seconds before each measured window (players arrive during it)")  # fmt: skip
+@click.option("--window", type=click.FloatRange(1, 3600), default=30, show_default=True,
+              help="seconds of each measured window")  # fmt: skip
+@click.option("--web-workers", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="K: webfront --workers K")  # fmt: skip
+@click.option("--task-servers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="M: gameserver processes")  # fmt: skip
+@click.option("--load-processes", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--connections", type=click.IntRange(1, 10_000), default=256, show_default=True,
+              help="HTTP connections per load process (event streams not counted)")  # fmt: skip
+@click.option("--bots-per-player", type=click.FloatRange(0, 100), default=1.0, show_default=True)
+@click.option("--world-speed", type=click.FloatRange(1, 1000), default=100, show_default=True,
+              help="WORLD_SPEED: builds and marches end within a window")  # fmt: skip
+@click.option("--poll-interval", type=click.FloatRange(0.1, 3600), default=10, show_default=True)
+@click.option("--push-share", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="players holding GET /api/events open (they poll every 60 s)")  # fmt: skip
+@click.option("--command-interval", type=click.FloatRange(0.1, 36_000), default=120,
+              show_default=True, help="seconds between a player's builds or trainings")  # fmt: skip
+@click.option("--march-interval", type=click.FloatRange(0.1, 36_000), default=600,
+              show_default=True)  # fmt: skip
+@click.option("--logins-per-day", type=click.FloatRange(0, 100_000), default=1, show_default=True,
+              help="password logins per player per day")  # fmt: skip
+@click.option(
+    "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True
+)
+@click.option("--db-name", default="wgbench_world", show_default=True, help="bench-owned database")
+@click.option("--pg-admin-url", default=DEFAULT_PG_ADMIN_URL, show_default=True)
+@click.option("--redis-url", default=None,
+              help="an existing Redis (default: an embedded Valkey of the run's own)")  # fmt: skip
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=OUT_DIR, show_default=True)
+def world_command(
+    start: int, max_players: int, bisect: int, warmup: float, window: float, web_workers: int,
+    task_servers: int, load_processes: int, connections: int, bots_per_player: float,
+    world_speed: float, poll_interval: float, push_share: float, command_interval: float,
+    march_interval: float, logins_per_day: float, db: str, db_name: str, pg_admin_url: str,
+    redis_url: str | None, seed: int, out: Path,
+) -> None:  # fmt: skip
+    """Capacity: the whole stack (K web, M task servers, the tick) under N simulated players;
+    the largest N that holds every service level, CPU per player per tier."""
+    from bench.world import Plan, PlayerModel, world_bench
+
+    if start > max_players:
+        raise click.BadParameter("--start is above --max-players", param_hint="--start")
+    plan = Plan(
+        start=start, max_players=max_players, bisect=bisect, warmup_s=warmup, window_s=window,
+        web_workers=web_workers, task_servers=task_servers, load_processes=load_processes,
+        connections=connections, bots_per_player=bots_per_player, world_speed=world_speed,
+        seed=seed,
+    )  # fmt: skip
+    model = PlayerModel(
+        poll_interval_s=poll_interval, push_share=push_share,
+        command_interval_s=command_interval, march_interval_s=march_interval,
+        logins_per_player_day=logins_per_day,
+    )  # fmt: skip
+
+    async def go() -> None:
+        await world_bench(
+            plan, model, db=db, db_name=db_name, pg_admin_url=pg_admin_url,
+            redis_url=redis_url, out=out,
+        )  # fmt: skip
+
+    run_async(go)
+
+
 @cli.command("publish")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(

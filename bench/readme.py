@@ -34,7 +34,8 @@ WEBS = (
 )  # fmt: skip
 GAMES = ("queue_game_postgresql", "queue_game_sqlite")
 PUSH = "push"
-KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES, PUSH)
+WORLD = "world"
+KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES, PUSH, WORLD)
 SUMMARY_ONLY = "all"  # bench all's file: a digest of the per-benchmark files written beside it
 
 DB_TITLES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
@@ -51,6 +52,7 @@ LABELS = {
     "queue_game_postgresql": "game",
     "queue_game_sqlite": "game",
     PUSH: "push",
+    WORLD: "world",
 }
 HEADERS = ("what", "ours", "ceiling in the same run", "ratio", "target", "met?")
 Row = tuple[str, str, str, str, str, str]
@@ -273,6 +275,41 @@ def push_row(r: Result) -> Row:
     )  # fmt: skip
 
 
+def _millicores(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def world_row(r: Result) -> Row:
+    setup, limit, cpu = r.get("setup"), r.get("first_limit"), r.get("cpu_millicores_per_player")
+    slo, target = r.get("slo"), r.get("target")
+    web, tasks = setup["web_processes"], setup["task_servers"]
+    at = f" at {limit['at_players']:,} players" if limit["at_players"] else ""
+    saturated = limit["saturated_tiers"]
+    cause = f" ({', '.join(saturated)} saturated)" if saturated else ""
+    tiers = [("web", "web"), ("task_server", "task"), ("postgres", "PostgreSQL"),
+             ("redis", "Redis")]  # fmt: skip
+    shares = ", ".join(f"{title} {_millicores(cpu[t])}" for t, title in tiers if t in cpu)
+    projected = r.get("projection.players_on_these_cores_servers_only")
+    cores = r.machine("cpu_count") or "?"
+    return (
+        f"world: the whole stack, {web} web process{'es' if web != 1 else ''} + {tasks} task "
+        f"server{'s' if tasks != 1 else ''} + {DB_TITLES.get(setup['db'], setup['db'])} + "
+        f"Redis, simulated players over HTTP ({r.get('requests_per_player_s'):.3f} req/s "
+        f"each, {r.get('model.push_share'):.0%} on the event stream)",
+        f"{r.get('max_players'):,} players within every service level; first limit: "
+        f"{limit['title']}{at}{cause}; CPU per player (millicores): {shares}, load "
+        f"generator {_millicores(cpu.get('load_generator', 0.0))} apart; "
+        f"{projected or 0:,} players on these {cores} cores with the load generator elsewhere "
+        "(projected)",
+        "—",
+        "—",
+        f"≥ {target['players']:,} players at poll p99 < {slo['poll_p99_ms']:g} ms, command "
+        f"p99 < {slo['command_p99_ms']:g} ms, event lateness and tick shard p99 < "
+        f"{slo['event_lateness_p99_s']:g} s, no errors",
+        _verdict([("players", target["met"])]),
+    )
+
+
 def rows_and_gaps(results: dict[str, Result]) -> tuple[list[Row], list[str]]:
     """The table's rows in reading order, and what could not be shown (never made up)."""
     rows: list[Row] = []
@@ -300,6 +337,8 @@ def rows_and_gaps(results: dict[str, Result]) -> tuple[list[Row], list[str]]:
         gaps.append("game march arrivals (queue_game_postgresql.json)")
     if PUSH in results:  # newer than the other tables: no gap line while unpublished
         rows.append(push_row(results[PUSH]))
+    if WORLD in results:  # newer than the other tables: no gap line while unpublished
+        rows.append(world_row(results[WORLD]))
     return rows, gaps
 
 
@@ -324,7 +363,8 @@ def machine_line(results: dict[str, Result]) -> str:
     # only the game run asks its database server for a version
     databases = [str(r.machine("database")) for r in rs if r.machine("database")]
     pg = _distinct(v.split()[0] for v in databases if not v.startswith("sqlite"))
-    if pg or any(n in results for n in ("tick_postgresql", "queue_game_postgresql")):
+    world_pg = WORLD in results and results[WORLD].data.get("setup", {}).get("db") == "postgresql"
+    if pg or world_pg or any(n in results for n in ("tick_postgresql", "queue_game_postgresql")):
         parts.append(f"PostgreSQL {pg or 'not recorded'}")
     sqlite = _distinct(v.split()[1] for v in databases if v.startswith("sqlite "))
     if sqlite:
@@ -426,7 +466,7 @@ def publish(
         if name == SUMMARY_ONLY:
             raise FatalError(
                 f"{path}: bench all's summary; publish the per-benchmark files written beside "
-                "it (queue_noop.json, tick_*.json, web_*.json, queue_game_*.json)"
+                "it (queue_noop.json, tick_*.json, web_*.json, queue_game_*.json, world.json)"
             )
         if name not in KNOWN:
             raise FatalError(f"{path}: benchmark {name!r} is none of {', '.join(KNOWN)}")

@@ -14,6 +14,12 @@ lists defender losses as a total, not per home):
   fortresses, build, train and recall some marches;
 - *fortresses* build, train, reinforce other fortresses and recall some
   marches; nobody attacks a fortress, and reinforcements go only to fortresses.
+
+Now and then any player acts socially instead: founds an alliance, invites, accepts
+(sometimes every invitation at once, so joins race) or declines, leaves, kicks or
+promotes, and writes to a player or to the alliance.
+Everybody sometimes sends resources with merchants to a village nearby (a few of
+those ask for more than the village holds, and are refused).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from typing import Any
 
 import aiohttp
 
+from refgame.resources import RESOURCES
+from refgame.trade import MERCHANT_CAPACITY, trade_duration_ms
 from refgame.travel import march_duration_ms
 
 log = logging.getLogger("chaos.players")
@@ -42,6 +50,8 @@ BUILD_KINDS = (
     ("barracks", 1), ("rally_point", 1),
 )  # fmt: skip
 TRAINABLE = ("legionnaire", "praetorian")  # barracks level 1 units
+SOCIAL_SHARE = 0.15  # of a player's actions: alliances and messages
+TAG_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 
 
 def now_ms() -> int:
@@ -55,7 +65,7 @@ class Command:
     seq: int
     player_id: int
     village_id: int
-    path: str  # build, train, march, recall
+    path: str  # build, train, march, recall, send_resources
     body: dict[str, Any]
     key: str
     sent_ms: int
@@ -296,6 +306,9 @@ class Player:
             if snap is None or not snap.get("villages"):
                 continue
             try:
+                if self.rng.random() < SOCIAL_SHARE:
+                    await self.social(snap)
+                    continue
                 await self.act(snap["villages"][0])
             except Exception:  # a bug in the script must not end the run unseen
                 log.exception("%s: action failed", self.info.name)
@@ -308,19 +321,77 @@ class Player:
         r = self.rng.random()
         troops = {u: n for u, n in village["troops"].items() if n > 0}
         if self.info.role == "raider":
-            if troops and r < 0.62:
+            if troops and r < 0.58:
                 await self.send_march(troops)
-            elif r < 0.88:
+            elif r < 0.82:
                 await self.build(village)
+            elif r < 0.92:
+                await self.train()
             else:
-                await self.train()
+                await self.send_resources(village)
         else:
-            if r < 0.5:
+            if r < 0.45:
                 await self.build(village)
-            elif r < 0.7:
+            elif r < 0.62:
                 await self.train()
+            elif r < 0.8:
+                await self.send_resources(village)
             elif troops:
                 await self.send_march(troops, kinds=("reinforce",))
+
+    async def command(self, path: str, body: dict[str, Any]) -> Command:
+        return await self.client.send(self.client.new_command(path, body))
+
+    async def social(self, snap: dict[str, Any]) -> None:
+        alliance = snap.get("alliance")
+        r = self.rng.random()
+        others = [p.info for p in self.population.players if p is not self]
+        if alliance is None:
+            if snap.get("alliance_invitations"):
+                view = await self.client.get_json("/api/alliance")
+                invitations = [i["alliance_id"] for i in (view or {}).get("invitations", [])]
+                if len(invitations) > 1 and r < 0.5:  # joins race: at most one may win
+                    await asyncio.gather(*(
+                        self.command("alliance/accept", {"alliance_id": a}) for a in invitations
+                    ))  # fmt: skip
+                    return
+                if invitations:
+                    verb = "accept" if r < 0.85 else "decline"
+                    alliance_id = self.rng.choice(invitations)
+                    await self.command(f"alliance/{verb}", {"alliance_id": alliance_id})
+                    return
+            if r < 0.6:
+                tag = "".join(self.rng.choices(TAG_LETTERS, k=self.rng.randint(2, 3)))
+                await self.command("alliance/create", {"name": f"Clan {tag}", "tag": tag})
+            elif others:
+                await self.write(to=self.rng.choice(others).name)
+            return
+        members = [m for m in alliance["members"] if m != self.info.player_id]
+        if r < 0.35 and alliance["role"] in ("founder", "leader"):
+            outside = [o for o in others if o.player_id not in alliance["members"]]
+            if outside:
+                await self.command("alliance/invite", {"name": self.rng.choice(outside).name})
+        elif r < 0.6:
+            await self.write(to_alliance=True)
+        elif r < 0.72 and others:
+            await self.write(to=self.rng.choice(others).name)
+        elif r < 0.82 and alliance["role"] == "founder" and members:
+            role = self.rng.choice(("leader", "member"))
+            body = {"player_id": self.rng.choice(members), "role": role}
+            await self.command("alliance/promote", body)
+        elif r < 0.88 and alliance["role"] == "founder" and members:
+            await self.command("alliance/kick", {"player_id": self.rng.choice(members)})
+        else:
+            await self.command("alliance/leave", {})
+
+    async def write(self, *, to: str | None = None, to_alliance: bool = False) -> None:
+        body: dict[str, Any] = {"subject": f"news {self.rng.randint(1, 999)}",
+                                "body": "hold the line\n" * self.rng.randint(1, 20)}  # fmt: skip
+        if to_alliance:
+            body["to_alliance"] = True
+        else:
+            body["to"] = to
+        await self.command("messages/send", body)
 
     async def build(self, village: dict[str, Any]) -> None:
         if len(village["build_queue"]) >= 2 and self.rng.random() < 0.8:
@@ -386,6 +457,33 @@ class Player:
             task = asyncio.create_task(self.recall_at(int(cmd.answer["march_id"]), at))
             self.recalls.add(task)
             task.add_done_callback(self.recalls.discard)
+
+    async def send_resources(self, village: dict[str, Any]) -> None:
+        """Some of the stock to a village the merchants reach within the longest leg."""
+        free = int(village.get("merchants_free") or 0)
+        if free < 1:
+            return
+        config = self.population.config
+        here = (self.info.x, self.info.y)
+        pool = [
+            t for t in self.targets
+            if trade_duration_ms(here, (t.x, t.y), config.world_speed) <= config.max_leg_ms
+        ]  # fmt: skip
+        if not pool:
+            return
+        target = self.rng.choice(pool)
+        room = free * MERCHANT_CAPACITY
+        greedy = self.rng.random() < 0.1  # more than the village holds: refused
+        amounts = dict.fromkeys(RESOURCES, 0)
+        for res in self.rng.sample(RESOURCES, k=self.rng.randint(1, 2)):
+            have = int(village["stocks"][res]["units"])
+            n = have + 1 if greedy else self.rng.randint(0, max(0, have // 3))
+            amounts[res] = max(0, min(n, room - sum(amounts.values())))
+        if not any(amounts.values()):
+            return
+        body = {"village_id": self.info.village_id, "x": target.x, "y": target.y,
+                "resources": amounts}  # fmt: skip
+        await self.client.send(self.client.new_command("send_resources", body))
 
     async def recall_at(self, march_id: int, at_ms: int) -> None:
         await asyncio.sleep(max(0.0, (at_ms - now_ms()) / 1000))

@@ -369,6 +369,8 @@ async def run(config: RunConfig) -> Summary:
             "reinforcements_arrived": len(world.reinforcements),
             "builds_committed": len(world.builds),
             "trainings_committed": len(world.trains),
+            "trades_sent": len(world.trades),
+            "trades_arrived": len(world.trade_reports),
             "garbage_entries": len(faults.garbage.written),
             "population_script_errors": population.script_errors,
         }

@@ -9,7 +9,13 @@ import asyncpg
 import orjson
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -107,6 +113,22 @@ def is_transaction_conflict(exc: BaseException) -> bool:
     if _sqlstate(exc) in _CONFLICT_SQLSTATES:
         return True
     return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
+
+
+# 23505 unique violation, 23503 foreign key violation
+_RACE_SQLSTATES = frozenset({"23505", "23503"})
+_RACE_SQLITE = ("UNIQUE constraint failed", "FOREIGN KEY constraint failed")
+
+
+def is_constraint_race(exc: BaseException) -> bool:
+    """True when a unique or foreign-key constraint refused a write: of a command that
+    checked first, it means a concurrent one committed the row (or removed the parent)
+    between the check and the write, so run again, the check sees it."""
+    if not isinstance(exc, IntegrityError):
+        return False
+    if _sqlstate(exc) in _RACE_SQLSTATES:
+        return True
+    return str(exc.orig).startswith(_RACE_SQLITE)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

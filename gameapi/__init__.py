@@ -10,14 +10,24 @@ from common.amounts import SCALE, to_fixed, to_units
 from common.queue.events import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.policy import RetryPolicy
-from common.queue.tx import Tx, UnknownEventKind
+from common.queue.tx import Tx, UnknownEventKind, WorldShape
 from db.models import NAMING, Player, Village
+from gameapi.aggregates import json_list
 from gameapi.bench import GameBench
 from gameapi.game import Game, PlaceTemplate, Resource, SnapshotPart
 from gameapi.loading import handler_registry, load_game
-from gameapi.places import NotYourPlace, own_place
+from gameapi.places import (
+    PLACE_ERRORS,
+    NotYourPlace,
+    OffMap,
+    PlaceTaken,
+    check_on_map,
+    found_place,
+    own_place,
+)
 from gameapi.routes import CommandRoute, QueryRoute
 from gameapi.stocks import Stocks, stocks_for, stocks_of
+from gameserver.jobs import JobContext
 from webfront.validation import Id, Out, Query, StrictBody
 
 places = Village.__table__
@@ -25,6 +35,7 @@ players = Player.__table__
 
 __all__ = [
     "NAMING",
+    "PLACE_ERRORS",
     "SCALE",
     "CommandRoute",
     "Event",
@@ -33,8 +44,11 @@ __all__ = [
     "Handler",
     "HandlerRegistry",
     "Id",
+    "JobContext",
     "NotYourPlace",
+    "OffMap",
     "Out",
+    "PlaceTaken",
     "PlaceTemplate",
     "Query",
     "QueryRoute",
@@ -45,7 +59,11 @@ __all__ = [
     "StrictBody",
     "Tx",
     "UnknownEventKind",
+    "WorldShape",
+    "check_on_map",
+    "found_place",
     "handler_registry",
+    "json_list",
     "load_game",
     "own_place",
     "places",

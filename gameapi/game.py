@@ -39,10 +39,11 @@ class SnapshotPart:
     strings or JSON. ``shape="list"``: ``key: [row dict without place_id, ...]``,
     in the order of the row's columns; ``shape="map"``: ``key: {second column:
     third column}``; ``shape="value"``: ``key: second column`` (one row per player
-    or place). ``view(row, viewer_id)`` may rewrite or hide (return None) a list
-    row for the viewing player. Parts with the same key fill one list, ordered
-    together. ``model``: the pydantic model (or type) of one list item, map value
-    or value, for the documented response.
+    or place); ``shape="object"``: ``key: row dict without its first column`` (one
+    row per player or place; null without one). ``view(row, viewer_id)`` may rewrite
+    or hide (return None) a list row or an object for the viewing player. Parts with
+    the same key fill one list, ordered together. ``model``: the pydantic model (or
+    type) of one list item, map value, value or object, for the documented response.
     """
 
     key: str
@@ -81,8 +82,6 @@ class Game:
         Callable[[AsyncSession, int], Awaitable[dict[str, list[dict[str, Any]]]]] | None
     ) = None
     replay_report: Callable[[AsyncSession, int], Awaitable[dict[str, Any] | None]] | None = None
-    # a periodic job: (name, every_s, async fn(settings)) run once per world per interval
-    jobs: Sequence[tuple[str, float, Callable[..., Awaitable[None]]]] = ()
     # the workload of `python -m bench queue --handlers game`: the event kind measured, how
     # to set up N of them due at once and what the run produced (gameapi.bench.GameBench);
     # None: that bench refuses the game

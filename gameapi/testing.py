@@ -24,7 +24,7 @@ from common.clock import ManualClock
 from common.ids import IdGenerator
 from common.queue.durable import add_durable_events, record_processed, row_to_event
 from common.queue.handlers import HandlerRegistry
-from common.queue.tx import Tx
+from common.queue.tx import Tx, WorldShape
 from common.settings import Settings, load_settings
 from db.engine import session_factory
 from db.models import ScheduledEvent
@@ -44,6 +44,7 @@ def game_tx(
     world_speed: float = 1.0,
     player_id: int | None = None,
     registry: HandlerRegistry | None = None,
+    world: WorldShape | None = None,
 ) -> Tx:
     """A ``Tx`` of ``game`` on ``session``, as the web tier or the task server makes it."""
     return Tx(
@@ -54,6 +55,7 @@ def game_tx(
         kinds=registry,
         player_id=player_id,
         stocks=stocks_of(game),
+        world=world,
     )
 
 
@@ -82,6 +84,7 @@ class GameDriver:
         self.world_speed = world_speed
         settings = settings or load_settings(world_speed=world_speed)
         self.registry = handler_registry(game, settings)
+        self.world = WorldShape(settings.map_radius, settings.tick_shards)
         self.ids = IdGenerator(clock)
         self.events_run: list[tuple[str, int, int]] = []  # (kind, place id, due ms)
         self.alerts: list[tuple[int, str, Any]] = []  # (player, kind, data) of committed commands
@@ -95,6 +98,7 @@ class GameDriver:
             world_speed=self.world_speed,
             player_id=player_id,
             registry=self.registry,
+            world=self.world,
         )
 
     async def command(

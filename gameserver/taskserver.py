@@ -31,6 +31,7 @@ from common.queue.constants import PARTITION_LEASE_GROUP
 from common.queue.eventqueue import EventQueue
 from common.queue.handlers import HandlerRegistry, Job
 from common.queue.reconciler import Reconciler
+from common.queue.tx import WorldShape
 from common.queue.worker import PartitionWorker, is_unavailable
 from common.redis_conn import AnyRedis, connect_redis
 from common.settings import Settings
@@ -436,6 +437,7 @@ class TaskServer:
             world_speed=self.settings.world_speed,
             stocks=self.stocks,
             may_run=self.clock_ok,
+            world=WorldShape(self.settings.map_radius, self.settings.tick_shards),
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

@@ -1,8 +1,9 @@
 """The reference game's hooks for the operator console (``webfront.admin.hooks``).
 
 ``admin_timeline`` lists a village's build and training orders, the marches leaving
-and reaching it, and its troops; ``replay_report`` fights a battle report again from
-its stored inputs and seed and says whether the result equals the stored one.
+and reaching it (its settlers on their way too), and its troops; ``replay_report``
+fights a battle report again from its stored inputs and seed and says whether the
+result equals the stored one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from refgame.battle import BattleResult
 from refgame.battle import replay_report as replay_battle
-from refgame.models import BuildOrder, March, Report, TrainingOrder, Troop
+from refgame.models import BuildOrder, March, Report, SettleMarch, TrainingOrder, Troop
 
 
 async def admin_timeline(session: AsyncSession, village_id: int) -> dict[str, list[dict[str, Any]]]:
@@ -39,6 +40,13 @@ async def admin_timeline(session: AsyncSession, village_id: int) -> dict[str, li
                 or_(March.origin_village_id == village_id, March.target_village_id == village_id)
             )
             .order_by(March.arrive_ms)
+        )
+    ).scalars()
+    settlers = (
+        await session.execute(
+            select(SettleMarch)
+            .where(SettleMarch.origin_village_id == village_id)
+            .order_by(SettleMarch.arrive_ms)
         )
     ).scalars()
     troops = (
@@ -85,6 +93,22 @@ async def admin_timeline(session: AsyncSession, village_id: int) -> dict[str, li
                 "event_id": str(m.event_id),
             }
             for m in marches
+        ]
+        + [
+            {
+                "kind": "found",
+                "id": s.id,
+                "direction": "out",
+                "origin_village_id": s.origin_village_id,
+                "target_village_id": None,
+                "field": {"x": s.x, "y": s.y},
+                "troops": {"settler": s.settlers},
+                "loot": {},
+                "depart_ms": s.depart_ms,
+                "arrive_ms": s.arrive_ms,
+                "event_id": str(s.event_id),
+            }
+            for s in settlers
         ],
         "troops": [
             {

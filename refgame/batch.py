@@ -46,6 +46,7 @@ class BatchState:
         self._reports: list[dict[str, Any]] = []
         self._marches_deleted: list[int] = []
         self._marches_returning: list[dict[str, Any]] = []
+        self._points: dict[int, list[int]] = {}  # player -> [attack, defence] points earned
 
     # ---- loading -------------------------------------------------------------------------
 
@@ -153,6 +154,11 @@ class BatchState:
                  "created_ms": at_ms}
             )  # fmt: skip
 
+    def add_points(self, player_id: int, attack: int, defence: int) -> None:
+        earned = self._points.setdefault(player_id, [0, 0])
+        earned[0] += attack
+        earned[1] += defence
+
     # ---- writing back ---------------------------------------------------------------------
 
     async def flush(self) -> None:
@@ -172,6 +178,9 @@ class BatchState:
             await self.io.turn_marches_home(self._marches_returning)
         if self._reports:
             await self.io.insert_reports(self._reports)
+        if self._points:
+            await self.io.add_points([(p, a, d) for p, (a, d) in sorted(self._points.items())])
+            self._points.clear()
         self._troop_deltas.clear()
         self._dirty_stocks.clear()
         self._marches_deleted, self._marches_returning, self._reports = [], [], []

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from sqlalchemy import Table, bindparam, delete, insert, literal, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.engine import json_dumps
 from db.models import Village
-from refgame.models import Building, March, Report, Troop
+from refgame.models import Building, March, PlayerPoints, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
 from refgame.state import VillageInfo, add_troop_counts
 
@@ -55,6 +57,7 @@ class BatchIO(Protocol):
     async def delete_marches(self, ids: Sequence[int]) -> None: ...
     async def turn_marches_home(self, rows: Sequence[dict[str, Any]]) -> None: ...
     async def insert_reports(self, rows: Sequence[dict[str, Any]]) -> None: ...
+    async def add_points(self, rows: Sequence[tuple[int, int, int]]) -> None: ...
 
 
 async def batch_io(session: AsyncSession) -> BatchIO:
@@ -146,6 +149,21 @@ class CoreIO:
 
     async def insert_reports(self, rows: Sequence[dict[str, Any]]) -> None:
         await self.session.execute(insert(_R), [{**r, "is_read": False} for r in rows])
+
+    async def add_points(self, rows: Sequence[tuple[int, int, int]]) -> None:
+        dialect = self.session.get_bind().dialect.name
+        stmt = (pg_insert if dialect == "postgresql" else sqlite_insert)(PlayerPoints).values(
+            [{"player_id": p, "attack_points": a, "defence_points": d} for p, a, d in rows]
+        )
+        await self.session.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["player_id"],
+                set_={
+                    "attack_points": PlayerPoints.attack_points + stmt.excluded.attack_points,
+                    "defence_points": PlayerPoints.defence_points + stmt.excluded.defence_points,
+                },
+            )
+        )
 
 
 _UPDATE_STOCK = (
@@ -268,4 +286,14 @@ class AsyncpgIO:
             "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[]) "
             "AS u(p, k, t, b, c)",
             *([r[c] if c != "body" else json_dumps(r[c]) for r in rows] for c in REPORT_COLUMNS),
+        )
+
+    async def add_points(self, rows: Sequence[tuple[int, int, int]]) -> None:
+        await self.conn.execute(
+            "INSERT INTO player_points (player_id, attack_points, defence_points) "
+            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) "
+            "ON CONFLICT (player_id) DO UPDATE SET "
+            "attack_points = player_points.attack_points + excluded.attack_points, "
+            "defence_points = player_points.defence_points + excluded.defence_points",
+            *([r[i] for r in rows] for i in range(3)),
         )

@@ -80,6 +80,14 @@ BUILDINGS: dict[str, BuildingSpec] = {
         ),
         _building("wall", Cost(70, 90, 170, 70), 1600),
         _building("rally_point", Cost(110, 160, 90, 70), 1000),
+        # trains settlers (refgame.units.SETTLER_RESIDENCE_LEVEL)
+        _building("residence", Cost(580, 460, 350, 180), 2000, {"main_building": 3}),
+        _building(
+            "marketplace",
+            Cost(80, 70, 120, 70),
+            1800,
+            {"main_building": 3, "warehouse": 1, "granary": 1},
+        ),
     )
 }
 

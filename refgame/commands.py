@@ -83,20 +83,26 @@ class _Seen:
     overdue: bool = False
 
 
-async def _pay(tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen) -> int:
+async def pay(
+    tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen | None = None
+) -> int:
     """Spend ``cost``; returns the time the stock was settled at.
 
     That is *now*, unless an event elsewhere is overdue: its follow-ups (news of a
     battle, a return with loot) may land in this village at any time from its due time
-    on, so the stock is settled no later than that (``Stocks.settle_horizon``). The
-    overdue check, the horizon and the stock come from the command's one read, so a
-    refusal writes nothing; the spend itself stays conditional (another command may
-    have spent since the read).
+    on, so the stock is settled no later than that (``Stocks.settle_horizon``). With
+    ``seen`` (build, train) the overdue check, the horizon and the stock come from the
+    command's one read, so a refusal writes nothing; the spend itself stays conditional
+    (another command may have spent since the read).
     """
-    if seen.overdue:  # require_settled, read with the rest
-        raise EventsPending("this village has events finishing right now; retry in a moment")
-    check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
-    at = seen.at_ms
+    if seen is None:
+        await require_settled(tx, village_id)
+        at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
+    else:
+        if seen.overdue:  # require_settled, read with the rest
+            raise EventsPending("this village has events finishing right now; retry in a moment")
+        check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
+        at = seen.at_ms
     spent = await STOCKS.spend(
         tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at
     )
@@ -128,7 +134,7 @@ async def _place_order(
 ) -> tuple[int, int]:
     """Pay ``cost``, insert the queue order row and schedule its completion event at
     ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
-    spent_ms = await _pay(tx, village_id, cost, seen)
+    spent_ms = await pay(tx, village_id, cost, seen)
     inserted = await tx.session.execute(
         _ORDER_INSERTS[order], {"village_id": village_id, **columns}
     )
@@ -220,7 +226,9 @@ async def train(
     tx: CommandTx, player_id: int, village_id: int, unit: str, count: int
 ) -> dict[str, Any]:
     seen = await _read(tx, player_id, village_id, TrainingOrder)
-    barracks = seen.buildings.get("barracks", 0)
+    spec = UNITS.get(unit)  # an unknown unit is refused by plan_training
+    building = spec.trained_in if spec else "barracks"
+    barracks = seen.buildings.get(building, 0)
     queued = [done_ms for _, _, done_ms in seen.queued]
     plan = plan_training(unit, count, barracks, queued, tx.now_ms, tx.world_speed)
     order_id, spent_ms = await _place_order(

@@ -106,3 +106,60 @@ class EventsPending(RuleError):
 
     code = "events_pending"
     http_status = 409
+
+
+class NotFound(RuleError):
+    """A player, alliance, invitation or message that does not exist (or is not yours)."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class NameTaken(RuleError):
+    """An alliance name or tag already taken (look-alikes count as taken)."""
+
+    code = "name_taken"
+    http_status = 409
+
+
+class AlreadyInAlliance(RuleError):
+    code = "already_in_alliance"
+    http_status = 409
+
+
+class NotInAlliance(RuleError):
+    code = "not_in_alliance"
+    http_status = 409
+
+
+class NotALeader(RuleError):
+    """Only the founder or a leader may do this (kick and promote: the founder only)."""
+
+    code = "not_a_leader"
+    http_status = 403
+
+
+class AllianceFull(RuleError):
+    """The alliance has its maximum of members, or of pending invitations."""
+
+    code = "alliance_full"
+    http_status = 409
+
+
+class InvalidTarget(RuleError):
+    """A command aimed at oneself (invite, kick, message) or at nobody."""
+
+    code = "invalid_target"
+
+
+class InvalidTrade(RuleError):
+    """A shipment to its own village, or to a village that does not exist."""
+
+    code = "invalid_trade"
+
+
+class InsufficientMerchants(RuleError):
+    """Not enough free merchants at home; ``details``: needed, free, total."""
+
+    code = "insufficient_merchants"
+    http_status = 409

@@ -32,9 +32,9 @@ from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
-from gameserver.jobs import JobContext
+from gameapi import JobContext
 from gameserver.retention import prune_rows
-from refgame import state
+from refgame import rankings, state
 from refgame.batch import BatchState
 from refgame.batch_io import MarchRow, batch_io
 from refgame.battle import (
@@ -55,6 +55,7 @@ from refgame.economy import (
     visible_stock,
 )
 from refgame.models import Building, BuildOrder, March, Report, TrainingOrder
+from refgame.points import award, battle_points
 from refgame.resources import STOCKS
 from refgame.travel import march_duration_ms, return_march, shortest_follow_up_ms
 from refgame.units import total_upkeep, train_cost
@@ -322,6 +323,8 @@ def _battle(
     )
     batch.add_report(origin.player_id, "battle", attacker_body["title"], attacker_body, at_ms)
     batch.add_report(target.player_id, "battle", defender_body["title"], defender_body, at_ms)
+    for player, attack, defence in award(battle_points(result), origin.player_id, target.player_id):
+        batch.add_points(player, attack, defence)
     owners = [batch.villages[h].player_id for h in losses_by_home if h in batch.villages]
     tx.touch_players([origin.player_id, target.player_id, *owners])
 
@@ -477,6 +480,7 @@ def register(registry: HandlerRegistry, settings: Settings | None = None) -> Non
     world_speed = settings.world_speed if settings else 1.0
     every_s = settings.retention_every_s if settings else DEFAULT_RETENTION_EVERY_S
     registry.add_job(REPORTS_RETENTION_JOB, prune_reports, every_s)
+    registry.add_job(rankings.RANKINGS_JOB, rankings.rankings_job, rankings.RANKINGS_EVERY_S)
     # the news of a battle reaches a neighbour's village no sooner than this
     registry.set_lookahead(shortest_follow_up_ms(world_speed))
     for kind, apply in HANDLERS.items():

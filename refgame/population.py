@@ -12,13 +12,16 @@ from sqlalchemy import ColumnElement, func, select
 
 from refgame.models import Building
 
-__all__ = ["village_population"]
+__all__ = ["POPULATION", "village_population"]
+
+# the one rule: population is the sum of the building levels (over one village or many)
+POPULATION = func.sum(Building.level)
 
 
 def village_population(village_id: ColumnElement[int]) -> ColumnElement[Any]:
     """The population of the village whose id is ``village_id`` (a correlated subquery)."""
     return (
-        select(func.coalesce(func.sum(Building.level), 0))
+        select(func.coalesce(POPULATION, 0))
         .where(Building.village_id == village_id)
         .scalar_subquery()
     )

@@ -1,17 +1,19 @@
 """The rule tables a client needs to show costs and times before a player commits.
 
 ``POST /api/rules`` answers the buildings' cost and duration of every level, the
-units' cost, training time, upkeep and stats, the march speeds and the world
-speed, all computed by the same functions the commands use. It is a command
-route only because commands are the routes that know the world speed (a query
-gets a session alone); it reads nothing and changes nothing. A client fetches it
-once and keeps it: the tables do not change while a world runs.
+units' cost, training time, upkeep and stats, the march speeds, the world speed,
+the settlers a new village takes and the map's radius, the merchants' capacity and
+speed, all computed by the same functions the commands use. It is a command route
+only because commands are the routes that know the world speed (a query gets a
+session alone); it reads nothing and changes nothing. A client fetches it once and
+keeps it: the tables do not change while a world runs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gameapi import Tx
 from gameapi.routes import CommandRoute
 from refgame.buildings import (
     BARRACKS_TIME_PCT,
@@ -22,7 +24,8 @@ from refgame.buildings import (
     build_duration_ms,
 )
 from refgame.resources import MS_PER_SECOND, RESOURCES, scale_duration_ms
-from refgame.state import GameTx
+from refgame.settling import SETTLERS_TO_FOUND
+from refgame.trade import MERCHANT_CAPACITY, MERCHANT_SPEED, MERCHANTS_PER_LEVEL
 from refgame.travel import RECALL_WINDOW_FRACTION
 from refgame.units import MAX_TRAIN_PER_ORDER, TRAINING_QUEUE_LIMIT, UNITS
 from webfront.validation import StrictBody
@@ -32,13 +35,14 @@ class RulesBody(StrictBody):
     """No fields: the rules are the same for every player."""
 
 
-def rule_tables(world_speed: float) -> dict[str, Any]:
+def rule_tables(world_speed: float, map_radius: int | None = None) -> dict[str, Any]:
     """The tables at ``world_speed``.
 
     A building level's ``duration_ms`` is at main building level 1; at level m it
     takes ``main_building_time_pct[m]`` percent of it. A unit's ``time_ms`` is one
     unit at barracks level 1; ``barracks_time_pct`` scales it the same way. A march
-    takes ``distance × 3,600,000 / (slowest speed × world_speed)`` ms.
+    takes ``distance × 3,600,000 / (slowest speed × world_speed)`` ms. Founding a
+    village takes ``settlers_to_found`` settlers, on a free field within ``map_radius``.
     """
     buildings = {
         spec.kind: {
@@ -67,6 +71,7 @@ def rule_tables(world_speed: float) -> dict[str, Any]:
             "cost": spec.cost.as_dict(),
             "time_ms": scale_duration_ms(spec.time_s * MS_PER_SECOND, world_speed),
             "barracks_level": spec.barracks_level,
+            "trained_in": spec.trained_in,
         }
         for spec in UNITS.values()
     }
@@ -81,11 +86,18 @@ def rule_tables(world_speed: float) -> dict[str, Any]:
         "training_queue_limit": TRAINING_QUEUE_LIMIT,
         "max_train_per_order": MAX_TRAIN_PER_ORDER,
         "recall_window_fraction": float(RECALL_WINDOW_FRACTION),
+        "settlers_to_found": SETTLERS_TO_FOUND,
+        "map_radius": map_radius,
+        "trade": {
+            "merchants_per_level": MERCHANTS_PER_LEVEL,
+            "merchant_capacity": MERCHANT_CAPACITY,
+            "merchant_speed": MERCHANT_SPEED,
+        },
     }
 
 
-async def _rules_route(tx: GameTx, _player_id: int, _body: RulesBody) -> dict[str, Any]:
-    return rule_tables(tx.world_speed)
+async def _rules_route(tx: Tx, _player_id: int, _body: RulesBody) -> dict[str, Any]:
+    return rule_tables(tx.world_speed, tx.world.map_radius if tx.world else None)
 
 
 ROUTES = [

@@ -1,10 +1,13 @@
 """The reference game's parts of a player's snapshot (``GET /api/snapshot``).
 
 Each village of the player gets its buildings and queues, its troops (at home,
-reinforcements standing in it, its own troops standing elsewhere) and the marches
-leaving and reaching it; the player gets the count of unread reports. The framework
-reads every part of a batch of players with one statement (``gameapi.SnapshotPart``);
-a list's rows come in the order of their columns.
+reinforcements standing in it, its own troops standing elsewhere), the marches
+leaving and reaching it, its settlers on their way to found a village, its merchants
+(free and total) and the trades leaving and reaching it; the player gets the counts
+of unread reports, unread messages and pending alliance invitations, and their
+alliance (``alliance``: id, name, tag, their role and the member ids, or null). The
+framework reads every part of a batch of players with one statement
+(``gameapi.SnapshotPart``); a list's rows come in the order of their columns.
 """
 
 from __future__ import annotations
@@ -12,12 +15,26 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
-from sqlalchemy import false, func, select
+from sqlalchemy import Integer, cast, false, func, select, true
 from sqlalchemy.orm import aliased
 
-from gameapi import Out, SnapshotPart, places, players
+from gameapi import Out, SnapshotPart, json_list, places, players
 from gameapi.game import AnySelect
-from refgame.models import Building, BuildOrder, March, Report, TrainingOrder, Troop
+from refgame.models import (
+    Alliance,
+    AllianceInvitation,
+    AllianceMember,
+    Building,
+    BuildOrder,
+    March,
+    Message,
+    Report,
+    SettleMarch,
+    Trade,
+    TrainingOrder,
+    Troop,
+)
+from refgame.trade import MERCHANTS_PER_LEVEL
 
 # ---- response models (documentation, and checked against real answers by the tests)
 
@@ -62,6 +79,37 @@ class MarchOut(Out):
     loot: dict[str, int] | None = Field(description="null on marches of another player")
 
 
+class AllianceOut(Out):
+    id: int
+    name: str
+    tag: str
+    role: str = Field(description="founder, leader or member")
+    members: list[int] = Field(description="the member players' ids, ascending")
+
+
+class SettleMarchOut(Out):
+    arrive_ms: int
+    id: int
+    x: int = Field(description="the field the settlers found a village on")
+    y: int
+    settlers: int
+    depart_ms: int
+
+
+class TradeOut(Out):
+    id: int
+    origin: PlaceOut
+    target: PlaceOut
+    resources: dict[str, int]
+    merchants: int
+    depart_ms: int
+    arrive_ms: int
+    return_ms: int = Field(description="when the merchants are home (once they arrived: exact)")
+    returning: bool = Field(description="delivered; the merchants are on their way home")
+    delivered: dict[str, int]
+    lost: dict[str, int] = Field(description="what did not fit in the target's storage")
+
+
 # ---- the parts
 
 
@@ -72,6 +120,39 @@ def _unread() -> AnySelect:
         .scalar_subquery()
     )
     return select(players.c.id.label("player_id"), unread.label("unread_reports"))
+
+
+def _unread_messages() -> AnySelect:
+    unread = (
+        select(func.count())
+        .where(Message.recipient_id == players.c.id, Message.is_read == false())
+        .scalar_subquery()
+    )
+    return select(players.c.id.label("player_id"), unread.label("unread_messages"))
+
+
+def _invitations() -> AnySelect:
+    count = (
+        select(func.count()).where(AllianceInvitation.player_id == players.c.id).scalar_subquery()
+    )
+    return select(players.c.id.label("player_id"), count.label("alliance_invitations"))
+
+
+def _alliance() -> AnySelect:
+    m, other = AllianceMember, aliased(AllianceMember)
+    members = select(json_list(other.player_id)).where(other.alliance_id == m.alliance_id)
+    return select(
+        m.player_id.label("player_id"),
+        Alliance.id,
+        Alliance.name,
+        Alliance.tag,
+        m.role,
+        members.scalar_subquery().label("members"),
+    ).join(Alliance, Alliance.id == m.alliance_id)
+
+
+def _alliance_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
+    return {**row, "members": sorted(int(p) for p in row["members"] or ())}
 
 
 def _buildings() -> AnySelect:
@@ -144,6 +225,13 @@ def _marches(place: Any, **where: Any) -> AnySelect:
     )
 
 
+def _settlers_out() -> AnySelect:
+    """The village's settlers on their way to found a village (``refgame.settling``)."""
+    m = SettleMarch
+    return select(m.origin_village_id.label("place_id"), m.arrive_ms, m.id, m.x, m.y, m.settlers,
+                  m.depart_ms)  # fmt: skip
+
+
 def _march_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
     """A march as its player sees it: troops and loot only of the viewer's own marches
     (a march's origin is its troops' home, on the way back too)."""
@@ -162,6 +250,58 @@ def _march_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _merchants(free: bool) -> AnySelect:
+    """Merchants of the village: ``level × MERCHANTS_PER_LEVEL``, less the busy ones if
+    ``free`` (those of its trades, on the way there or back)."""
+    total = Building.level * MERCHANTS_PER_LEVEL
+    busy = (
+        select(func.coalesce(func.sum(Trade.merchants), 0))
+        .where(Trade.origin_village_id == Building.village_id)
+        .scalar_subquery()
+    )
+    return select(
+        Building.village_id.label("place_id"), (total - busy if free else total).label("n")
+    ).where(Building.kind == "marketplace")
+
+
+def _trades(place: Any, incoming: bool = False) -> AnySelect:
+    """Trades by ``place`` (their origin, or their target while on the way there)."""
+    origin, target = aliased(places), aliased(places)
+    t = Trade
+    stmt = (
+        select(
+            place.label("place_id"), t.arrive_ms, t.id, t.origin_village_id, t.target_village_id,
+            origin.c.x.label("origin_x"), origin.c.y.label("origin_y"),
+            origin.c.name.label("origin_name"), target.c.x.label("target_x"),
+            target.c.y.label("target_y"), target.c.name.label("target_name"), t.resources,
+            t.merchants, t.depart_ms, t.return_ms, cast(t.homebound, Integer).label("homebound"),
+            t.delivered, t.lost,
+        )
+        .select_from(t)
+        .outerjoin(origin, origin.c.id == t.origin_village_id)
+        .outerjoin(target, target.c.id == t.target_village_id)
+    )  # fmt: skip
+    return stmt.where(t.homebound != true()) if incoming else stmt
+
+
+def _trade_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "origin": {"id": row["origin_village_id"], "x": row["origin_x"], "y": row["origin_y"],
+                   "name": row["origin_name"]},
+        "target": {"id": row["target_village_id"], "x": row["target_x"], "y": row["target_y"],
+                   "name": row["target_name"]},
+        "resources": dict(row["resources"]),
+        "merchants": row["merchants"],
+        "depart_ms": row["depart_ms"],
+        "arrive_ms": row["arrive_ms"],
+        "return_ms": row["return_ms"],
+        "returning": bool(row["homebound"]),
+        "delivered": dict(row["delivered"] or {}),
+        "lost": dict(row["lost"] or {}),
+    }  # fmt: skip
+
+
 def _order_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
     """An order with its id first and its end last (the client's order)."""
     done = row.pop("done_ms")
@@ -170,6 +310,9 @@ def _order_view(row: dict[str, Any], viewer_id: int) -> dict[str, Any]:
 
 SNAPSHOT_PARTS = (
     SnapshotPart("unread_reports", _unread, shape="value", model=int),
+    SnapshotPart("unread_messages", _unread_messages, shape="value", model=int),
+    SnapshotPart("alliance_invitations", _invitations, shape="value", model=int),
+    SnapshotPart("alliance", _alliance, shape="object", view=_alliance_view, model=AllianceOut),
     SnapshotPart("buildings", _buildings, shape="map", model=int),
     SnapshotPart("build_queue", _build_queue, view=_order_view, model=BuildOrderOut),
     SnapshotPart("troops", _troops_home, shape="map", model=int),
@@ -184,4 +327,12 @@ SNAPSHOT_PARTS = (
                  model=MarchOut),
     SnapshotPart("marches_in", lambda: _marches(March.origin_village_id, returning=True),
                  view=_march_view, model=MarchOut),
+    SnapshotPart("settlers_out", _settlers_out, model=SettleMarchOut),
+    SnapshotPart("merchants_total", lambda: _merchants(free=False), shape="value", model=int),
+    SnapshotPart("merchants_free", lambda: _merchants(free=True), shape="value", model=int),
+    # the village's merchants on the way (there or back), and merchants coming to it
+    SnapshotPart("trades_out", lambda: _trades(Trade.origin_village_id), view=_trade_view,
+                 model=TradeOut),
+    SnapshotPart("trades_in", lambda: _trades(Trade.target_village_id, incoming=True),
+                 view=_trade_view, model=TradeOut),
 )  # fmt: skip

@@ -1,7 +1,8 @@
 """Units: the troop table, training and troop-count validation.
 
-Every unit trains in the barracks (the reference game has no stable); a unit
-may need a minimum barracks level. A training order pays ``cost × count`` when
+Every unit trains in the barracks (the reference game has no stable) but the
+settler, who trains in the residence; a unit may need a minimum level of its
+building. A training order pays ``cost × count`` when
 placed and delivers all its units at ``done_ms``. Orders of one village run one
 after another, at most ``TRAINING_QUEUE_LIMIT`` at once::
 
@@ -16,7 +17,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Literal
 
-from refgame.buildings import BARRACKS_TIME_PCT, level_value
+from refgame.buildings import BARRACKS_TIME_PCT, BUILDINGS, level_value
 from refgame.errors import (
     InsufficientTroops,
     InvalidQuantity,
@@ -27,6 +28,7 @@ from refgame.errors import (
 from refgame.resources import MS_PER_SECOND, Cost, check_count, scale_duration_ms
 
 Category = Literal["infantry", "cavalry"]
+SETTLER_RESIDENCE_LEVEL = 3  # settlers train from this residence level on
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class UnitSpec:
     upkeep: int  # crop per hour, charged to the home village
     cost: Cost
     time_s: int  # training time of one unit at barracks level 1 and world speed 1
-    barracks_level: int = 1  # needed to train it
+    barracks_level: int = 1  # the level of ``trained_in`` needed to train it
+    trained_in: str = "barracks"  # the building that trains it (its level sets the time)
 
 
 # fmt: off
@@ -55,6 +58,9 @@ UNITS: dict[str, UnitSpec] = {u.name: u for u in (
     _U("imperian",            "infantry", 70, 40,  25,  7,  50, 1, _C(150, 160, 210, 80), 1920, 3),
     _U("equites_imperatoris", "cavalry", 120, 65,  50, 14, 100, 3, _C(550, 440, 320, 100), 2640, 5),
     _U("equites_caesaris",    "cavalry", 180, 80, 105, 10,  70, 4, _C(550, 640, 800, 180), 3520, 9),
+    # founds villages (refgame.settling); carries nothing, so a raid of settlers loots nothing
+    _U("settler",             "infantry",  0, 20,  20,  5,   0, 1, _C(750, 650, 800, 500), 7200,
+       SETTLER_RESIDENCE_LEVEL, "residence"),
 )}
 # fmt: on
 
@@ -83,15 +89,16 @@ def unit_spec(unit: str) -> UnitSpec:
 
 
 def train_duration_ms(unit: str, count: int, barracks_level: int, world_speed: float) -> int:
-    """How long training ``count`` units takes, in ms; needs the unit's barracks level."""
+    """How long training ``count`` units takes, in ms; ``barracks_level``: the level of the
+    unit's building (``trained_in``), at least the unit's ``barracks_level``."""
     spec = unit_spec(unit)
     check_count(count, what=f"the number of {unit} to train", maximum=MAX_TRAIN_PER_ORDER)
     if barracks_level < spec.barracks_level:
         raise PrerequisiteMissing(
-            f"training {unit} needs barracks level {spec.barracks_level}; "
+            f"training {unit} needs {spec.trained_in} level {spec.barracks_level}; "
             f"this village has level {barracks_level}",
             unit=unit,
-            requires={"barracks": spec.barracks_level},
+            requires={spec.trained_in: spec.barracks_level},
         )
     pct = level_value(BARRACKS_TIME_PCT, barracks_level)
     return _train_ms(count * spec.time_s * pct, world_speed)
@@ -181,3 +188,5 @@ def validate_tables() -> None:
             raise ValueError(f"{spec.name}: attack, defense, carry and upkeep must be >= 0")
         if spec.speed < 1 or spec.time_s < 1 or spec.barracks_level < 1:
             raise ValueError(f"{spec.name}: speed, time_s and barracks_level must be >= 1")
+        if spec.trained_in not in BUILDINGS:
+            raise ValueError(f"{spec.name}: trained_in must be a building kind")

@@ -16,8 +16,21 @@ from typing import Any
 
 from sqlalchemy import Table
 
+from common.settings import Settings
+from gameapi import HandlerRegistry
 from gameapi.game import Game, PlaceTemplate
-from refgame import admin, bench, commands, handlers, rules
+from refgame import (
+    admin,
+    alliances,
+    bench,
+    commands,
+    handlers,
+    market,
+    messages,
+    rankings,
+    rules,
+    settling,
+)
 from refgame.buildings import BUILDINGS
 from refgame.economy import starve, total_upkeep, village_caps, village_rates
 from refgame.models import MIGRATIONS, Base, Building, Troop
@@ -49,6 +62,7 @@ STARTING_BUILDINGS: dict[str, int] = {
     "granary": 1,
     "rally_point": 1,
     "barracks": 1,
+    "marketplace": 1,  # one merchant: players can trade from the start
 }
 DECLARED_RESOURCES = RESOURCE_TYPES  # wood, clay, iron (warehouse), crop (granary, may decline)
 STARTING_STOCK = 750  # whole units of each resource
@@ -123,12 +137,27 @@ def new_place(world_speed: float, bot: bool) -> VillageTemplate:
     return village_template(world_speed, with_troops=bot)
 
 
+def register_handlers(registry: HandlerRegistry, settings: Settings | None = None) -> None:
+    """Every event kind of the game: ``handlers``, settlers founding villages, merchants."""
+    handlers.register(registry, settings)
+    settling.register(registry, player_village_template)
+    market.register(registry, settings)
+
+
 GAME = Game(
     name="refgame",
     resources=RESOURCE_TYPES,
     new_place=new_place,
-    register_handlers=handlers.register,
-    commands=[*commands.ROUTES, *rules.ROUTES],
+    register_handlers=register_handlers,
+    commands=[
+        *commands.ROUTES,
+        *rules.ROUTES,
+        *settling.ROUTES,
+        *market.ROUTES,
+        *alliances.ROUTES,
+        *messages.ROUTES,
+    ],
+    queries=[*alliances.QUERIES, *messages.QUERIES, *rankings.QUERIES],
     rule_errors=commands.RULE_ERRORS,
     tables=Base.metadata,
     migrations=MIGRATIONS,

@@ -183,7 +183,7 @@ def client_endpoints(game: str) -> list[Endpoint]:
         ),
         Endpoint(
             "GET",
-            "/static/{filename}",
+            "/static/{filename:.+}",
             None,
             "Files of the browser client (the game's own, or the generic page)",
             "client",

@@ -12,7 +12,10 @@ callbacks and bumps the snapshot versions of the player and of everyone passed
 to ``tx.touch_players``; and an entry in the OpenAPI document. A rule error
 ``exc`` (one of ``Game.rule_errors``) becomes ``{"error": {"code": exc.code,
 "message": str(exc), "details": ...}}`` with status ``exc.http_status``
-(default 400); nothing is committed then.
+(default 400); nothing is committed then. A unique or foreign-key violation is a
+lost race (``db.engine.is_constraint_race``): the command runs again, and its own
+checks then see the winner's row and refuse it, so a game can enforce "at most one"
+with a constraint and still answer the loser with its rule error.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.queue.durable import add_durable_events
-from common.queue.tx import Tx
+from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
-from db.engine import is_database_outage, is_transaction_conflict
+from db.engine import is_constraint_race, is_database_outage, is_transaction_conflict
 from db.models import IdempotentResponse
-from gameapi.places import NotYourPlace
+from gameapi.places import PLACE_ERRORS
 from gameapi.routes import CommandRoute
 from gameapi.stocks import stocks_of
 from webfront import idempotency, ratelimit
@@ -60,7 +63,7 @@ from webfront.validation import read_body
 log = logging.getLogger("webfront.commands")
 
 # A transaction that lost to another (SQLite refuses a second writer, a PostgreSQL
-# deadlock) is run again from the start, this many times at most.
+# deadlock, a constraint race) is run again from the start, this many times at most.
 _CONFLICT_RETRIES = 5
 
 
@@ -105,7 +108,7 @@ def command_handler(
     route: CommandRoute[Any], rule_errors: tuple[type[Exception], ...]
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     full_path = f"/api/{route.path}"
-    rule_errors = (*rule_errors, NotYourPlace)
+    rule_errors = (*rule_errors, *PLACE_ERRORS)
 
     async def handle(request: web.Request) -> web.Response:
         app = request.app
@@ -127,6 +130,7 @@ def command_handler(
         # below, so the common first use of a key costs no extra round trip.
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
+        world = WorldShape(app[SETTINGS].map_radius, app[SETTINGS].tick_shards)
         outage_retried, conflicts = False, 0
         while True:
             now = app[CLOCK].now_ms()
@@ -141,6 +145,7 @@ def command_handler(
                         kinds=app[EVENT_KINDS],
                         player_id=player_id,
                         stocks=stocks,
+                        world=world,
                     )
                     try:
                         result = await route.handler(tx, player_id, body)
@@ -172,9 +177,13 @@ def command_handler(
                 if _retry_outage(exc, outage_retried, committing, key):
                     outage_retried = True
                     continue
-                if isinstance(exc, IntegrityError) or not isinstance(exc, DBAPIError):
+                race = is_constraint_race(exc)
+                if isinstance(exc, IntegrityError) and not race:
                     raise
-                if not is_transaction_conflict(exc) or conflicts == _CONFLICT_RETRIES - 1:
+                if not isinstance(exc, DBAPIError):
+                    raise
+                retry = race or is_transaction_conflict(exc)
+                if not retry or conflicts == _CONFLICT_RETRIES - 1:
                     raise
                 conflicts += 1
                 await asyncio.sleep(0.01 * conflicts)

@@ -47,16 +47,22 @@ class Endpoint:
     headers: tuple[tuple[str, str], ...] = ()  # documented request headers: (name, description)
     etag: bool = False  # answers If-None-Match with 304
     extra: dict[str, Any] = field(default_factory=dict)  # merged into the OpenAPI operation
-    static_dir: Path | None = None  # serve this folder's files at "/prefix/{filename}"
+    # serve this folder's files (subfolders too) at "/prefix/{filename:.+}"
+    static_dir: Path | None = None
 
 
 ENDPOINTS: web.AppKey[list[Endpoint]] = web.AppKey("endpoints", list)
 
 
 def static_files(directory: Path) -> Handler:
-    """The files directly in ``directory``, by name: a fixed list read once, so no
-    request path can reach anything else."""
-    files = {p.name: p for p in directory.iterdir() if p.is_file()}
+    """The files in ``directory`` and its subfolders, by relative path ("icons/a.svg"):
+    a fixed list read once, so no request path can reach anything else. Hidden files
+    and folders (a leading dot) are not served."""
+    files: dict[str, Path] = {}
+    for path in sorted(directory.rglob("*")):
+        rel = path.relative_to(directory)
+        if path.is_file() and not any(part.startswith(".") for part in rel.parts):
+            files[rel.as_posix()] = path
 
     async def serve(request: web.Request) -> web.FileResponse:
         path = files.get(request.match_info["filename"])

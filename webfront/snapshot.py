@@ -115,6 +115,8 @@ def _part_type(part: SnapshotPart) -> Any:
         return list[model]  # type: ignore[valid-type]
     if part.shape == "map":
         return dict[str, model]  # type: ignore[valid-type]
+    if part.shape == "object":
+        return model | None
     return model
 
 

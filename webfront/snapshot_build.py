@@ -57,7 +57,7 @@ from gameapi.stocks import stocks_of
 
 Column = ColumnElement[Any] | QueryableAttribute[Any]
 HEAD, VILLAGE, FIRST_GAME_PART = 0, 1, 2
-SHAPES = ("list", "map", "value")
+SHAPES = ("list", "map", "value", "object")
 _KINDS = ("i", "s", "j")
 
 
@@ -323,6 +323,9 @@ def _fill(current: Any, found: list[tuple[Any, _Part, list[Any]]], viewer_id: in
     shape = first.spec.shape
     if shape == "value":
         return found[0][2][0]
+    if shape == "object":
+        row = dict(zip(first.names, found[0][2], strict=True))
+        return row if first.spec.view is None else first.spec.view(row, viewer_id)
     if shape == "map":
         return {values[0]: values[1] for _, _, values in found}
     out = list(current)

@@ -2,8 +2,8 @@
 
 The framework serves its SDK (``static/sdk/``) at ``/sdk/{filename}`` for every
 game. A game that ships a browser client keeps it in its package's ``static/``
-folder (with an ``index.html``); the web tier then serves that folder at
-``/static/{filename}`` and its ``index.html`` at ``/``. A game without one gets
+folder (with an ``index.html``); the web tier then serves that folder, subfolders
+included, at ``/static/{filename}`` and its ``index.html`` at ``/``. A game without one gets
 the generic page (``static/generic/``) there instead, so it is playable from
 its first command on.
 """

@@ -28,6 +28,8 @@ from chaos.checks.invariants import (
 from chaos.checks.outside import check_dead_letters, check_logs
 from chaos.checks.resources import check_resources
 from chaos.checks.run import CheckReport, run_checks
+from chaos.checks.social import check_alliances
+from chaos.checks.trades import check_trades
 from chaos.checks.world import World, parse_world
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "CheckReport",
     "Final",
     "World",
+    "check_alliances",
     "check_answers",
     "check_battles",
     "check_dead_letters",
@@ -47,6 +50,7 @@ __all__ = [
     "check_non_negative",
     "check_pending",
     "check_resources",
+    "check_trades",
     "check_troops",
     "parse_world",
     "read_baseline",

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from db.models import IdempotentResponse, ProcessedEvent, ScheduledEvent, Village
-from refgame.models import Building, BuildOrder, March, TrainingOrder, Troop
+from refgame.models import (
+    Alliance,
+    AllianceMember,
+    Building,
+    BuildOrder,
+    March,
+    Message,
+    Trade,
+    TrainingOrder,
+    Troop,
+)
 from refgame.models import Report as ReportRow
 from refgame.resources import STOCKS
 
@@ -69,6 +79,10 @@ class Final:
     processed: list[tuple[int, str, int, int]]  # (id, kind, village, processed_ms)
     reports: list[tuple[int, int, str, dict[str, Any], int]]  # (id, player, kind, body, created)
     idempotent: dict[tuple[int, str], tuple[int, dict[str, Any], int]]  # -> (status, body, ms)
+    alliances: dict[int, str] = field(default_factory=dict)  # id -> tag
+    members: list[tuple[int, int, str]] = field(default_factory=list)  # (player, alliance, role)
+    messages: int = 0
+    trades: list[dict[str, Any]] = field(default_factory=list)  # merchants still on the way
 
 
 async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
@@ -81,6 +95,7 @@ async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
             )
         ]
         marches = [dict(r._mapping) for r in await conn.execute(select(March.__table__))]
+        trades = [dict(r._mapping) for r in await conn.execute(select(Trade.__table__))]
         build_orders = [
             (int(a), int(b), int(c))
             for a, b, c in await conn.execute(
@@ -139,7 +154,17 @@ async def read_final(engine: AsyncEngine, now_ms: int) -> Final:
                 )
             )
         }
+        alliances = {
+            int(a): str(t) for a, t in await conn.execute(select(Alliance.id, Alliance.tag))
+        }
+        members = [
+            (int(p), int(a), str(r))
+            for p, a, r in await conn.execute(
+                select(AllianceMember.player_id, AllianceMember.alliance_id, AllianceMember.role)
+            )
+        ]
+        messages = int((await conn.execute(select(func.count()).select_from(Message))).scalar_one())
     return Final(
         now_ms, stock, buildings, troops, marches, build_orders, training_orders,
-        scheduled, processed, reports, idempotent,
+        scheduled, processed, reports, idempotent, alliances, members, messages, trades,
     )  # fmt: skip

@@ -89,7 +89,8 @@ def check_events_once(world: World, final: Final, garbage: list[Garbage]) -> Che
         "processed_events per (kind, village) equals what the committed commands and the "
         "battles imply: one build_done per build, one train_done per training, one march "
         "event per arrival (none for a recalled one) and per return home, one troops_lost "
-        "per battle the attacker lost troops in; no garbage entry ran",
+        "per battle the attacker lost troops in, one trade_arrive per shipment and one "
+        "trade_return per merchants home; no garbage entry ran",
     )
     expected: Counter[tuple[str, int]] = Counter()
     for cmd, _ in world.builds:
@@ -111,6 +112,11 @@ def check_events_once(world: World, final: Final, garbage: list[Garbage]) -> Che
             expected["march", origin] += 1
         if any(n > 0 for n in result.attacker_losses.values()):
             expected["troops_lost", origin] += 1
+    on_the_way = {int(r["id"]) for r in final.trades}
+    for trade in world.trades.values():
+        expected["trade_arrive", trade.target] += 1
+        if trade.trade_id not in on_the_way:
+            expected["trade_return", trade.origin] += 1
     actual: Counter[tuple[str, int]] = Counter()
     for _, kind, village, _ in final.processed:
         actual[kind, village] += 1

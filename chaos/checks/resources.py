@@ -89,6 +89,13 @@ def _history(world: World, baseline: Baseline) -> dict[int, list[_Item]]:
         t = int(body["time_ms"])
         upkeep = total_upkeep(unit_counts(body["deaths"]))
         items[int(body["village"]["village_id"])].append(_Item(t, 0, "rate", {"crop": upkeep}))
+    for trade in world.trades.values():
+        items[trade.origin].append(_Item(trade.spent_ms, 1, "spend", trade.resources))
+        bodies = world.trade_reports.get(trade.trade_id)
+        if bodies:  # arrived (else the trades check names it): the target took what fit
+            body = bodies[0]
+            arrival = (trade.resources, {r: int(n) for r, n in body["delivered"].items()})
+            items[trade.target].append(_Item(int(body["time_ms"]), 0, "trade_in", arrival))
     return items
 
 
@@ -144,6 +151,14 @@ def _replay(
             if kind in ("warehouse", "granary"):
                 wh, gr = village_caps(s.levels)
                 s.warehouse_cap, s.granary_cap = wh * SCALE, gr * SCALE
+        elif item.kind == "trade_in":
+            sent, delivered = item.data
+            fits = {r: min(int(sent.get(r, 0)), max(0, s.cap(r) - s.stock[r]) // SCALE)
+                    for r in RESOURCES}  # fmt: skip
+            if fits != {r: delivered.get(r, 0) for r in RESOURCES}:
+                problems.append(f"trade at {item.t} delivered {delivered}; room for {fits}")
+            for res in RESOURCES:
+                s.stock[res] += delivered.get(res, 0) * SCALE
         elif item.kind == "battle":
             result, loot, own = item.data
             expected = battle_loot(result, visible_stock(s.stock))
@@ -203,9 +218,9 @@ def check_resources(world: World, baseline: Baseline, final: Final) -> Check:
         "resources_exact",
         "every village's final stock, rates and caps equal the closed form of its history "
         "replayed from the baseline (production capped by storage; spends at the command's "
-        "time; build/training completions, loot, returns with loot and news of losses at "
-        "their due times), and the loot of every battle equals what the defender's "
-        "replayed stock at that ms gives",
+        "time; build/training completions, loot, returns with loot, news of losses and "
+        "merchants' deliveries (what fits under the caps) at their due times), and the "
+        "loot of every battle equals what the defender's replayed stock at that ms gives",
     )
     histories = _history(world, baseline)
     born = _follow_up_births(world, final, histories)

@@ -23,6 +23,8 @@ from chaos.checks.invariants import (
 )
 from chaos.checks.outside import check_dead_letters, check_logs
 from chaos.checks.resources import check_resources
+from chaos.checks.social import check_alliances
+from chaos.checks.trades import check_trades
 from chaos.checks.world import World, parse_world
 from chaos.faults import Garbage
 from chaos.players import Ledger
@@ -81,6 +83,8 @@ async def run_checks(
         check_non_negative(final),
         check_troops(world, baseline, final),
         check_resources(world, baseline, final),
+        check_alliances(final),
+        check_trades(world, final, grace_ms),
         await check_dead_letters(redis_url, redis_prefix, partitions, garbage),
         check_logs(log_dir, ledger, extra_logs),
     ]

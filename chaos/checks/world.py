@@ -30,6 +30,20 @@ class Sent:
 
 
 @dataclass
+class TradeSent:
+    """Resources the population sent with merchants (committed), from the command's answer."""
+
+    trade_id: int
+    origin: int
+    target: int
+    resources: dict[str, int]  # whole units per resource
+    merchants: int
+    spent_ms: int
+    depart_ms: int
+    arrive_ms: int
+
+
+@dataclass
 class Battle:
     attacker: dict[str, Any]  # the attacker's report body
     defender: dict[str, Any] | None
@@ -57,6 +71,8 @@ class World:
     battles: list[Battle] = field(default_factory=list)
     reinforcements: list[dict[str, Any]] = field(default_factory=list)
     starvations: list[dict[str, Any]] = field(default_factory=list)
+    trades: dict[int, TradeSent] = field(default_factory=dict)
+    trade_reports: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # by trade id
     hosts: set[int] = field(default_factory=set)  # villages that ever received reinforcements
     attacked: set[int] = field(default_factory=set)
 
@@ -81,6 +97,12 @@ def parse_world(ledger: Ledger, final: Final, speed: float, check: Check) -> Wor
                 int(a["march_id"]), cmd.village_id, int(a["target_village_id"]), str(a["kind"]),
                 unit_counts(a["troops"]), int(a["depart_ms"]), int(a["arrive_ms"]),
             )  # fmt: skip
+        elif cmd.path == "send_resources":
+            world.trades[int(a["trade_id"])] = TradeSent(
+                int(a["trade_id"]), cmd.village_id, int(a["target_village_id"]),
+                {str(r): int(n) for r, n in a["resources"].items()}, int(a["merchants"]),
+                spent_ms, int(a["depart_ms"]), int(a["arrive_ms"]),
+            )  # fmt: skip
     for cmd in ledger.commands:
         if cmd.ok and cmd.answer and cmd.path == "recall":
             sent = world.sent.get(int(cmd.body["march_id"]))
@@ -103,6 +125,8 @@ def parse_world(ledger: Ledger, final: Final, speed: float, check: Check) -> Wor
             world.reinforcements.append(body)
         elif kind == "starvation":
             world.starvations.append(body)
+        elif kind == "trade":  # one per player of the two villages
+            world.trade_reports.setdefault(int(body["trade_id"]), []).append(body)
     for battle in world.battles:
         k = (*battle.key, int(battle.attacker["battle"]["seed"]))
         found = defender_reports.get(k)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Container, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete
@@ -31,6 +32,15 @@ class UnknownEventKind(ScheduleError):
     """An event of a kind no handler of the loaded game runs: refused when scheduled."""
 
 
+@dataclass(frozen=True)
+class WorldShape:
+    """What a new place must fit: the map spans -map_radius..map_radius on x and y, and
+    places are ticked in ``tick_shards`` shards (place id mod shards)."""
+
+    map_radius: int
+    tick_shards: int
+
+
 class Tx:
     """A game transaction.
 
@@ -38,7 +48,8 @@ class Tx:
     statements (settle, spend, deposit, rates). ``now_ms``: the time the
     work happens at (a command's arrival, an event's run). ``player_id``: the
     commanding player (None in handlers). ``kinds``: the event kinds the loaded
-    game handles (None: not checked, e.g. the queue's own tests).
+    game handles (None: not checked, e.g. the queue's own tests). ``world``: the map and
+    tick shape a new place needs (``gameapi.found_place``; None: places cannot be founded).
     """
 
     __slots__ = (
@@ -53,6 +64,7 @@ class Tx:
         "now_ms",
         "player_id",
         "touched",
+        "world",
         "world_speed",
     )
 
@@ -66,8 +78,10 @@ class Tx:
         kinds: Container[str] | None = None,
         player_id: int | None = None,
         stocks: Stocks | None = None,
+        world: WorldShape | None = None,
     ) -> None:
         self._session = session
+        self.world = world
         self.now_ms = now_ms
         self.world_speed = world_speed
         self.ids = ids

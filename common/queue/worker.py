@@ -21,7 +21,7 @@ from common.queue.eventqueue import EventQueue, check_new_event
 from common.queue.events import Claim, Event, NewEvent
 from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
-from common.queue.tx import Tx
+from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from db import events as pending
 from db.engine import is_database_outage, is_transaction_conflict
@@ -123,10 +123,12 @@ class PartitionWorker:
         world_speed: float = 1.0,
         stocks: Stocks | None = None,
         may_run: Callable[[], bool] | None = None,
+        world: WorldShape | None = None,
     ) -> None:
         self.queue = queue
         self.world_speed = world_speed
         self.stocks = stocks  # the game's, for its handlers (``Tx.stocks``)
+        self.world = world  # the map and tick shape, for places founded by handlers
         self.partition = partition
         self.registry = registry
         self.sessions = sessions
@@ -153,6 +155,7 @@ class PartitionWorker:
         self._redelivered = self.metrics.redelivered.labels(label)
         self._held_back = self.metrics.held_back.labels(label)
         self._latency: dict[str, Any] = {}
+        self._lateness = self.metrics.lateness
 
     def stop(self) -> None:
         """Finish the batch in hand, hand back a prefetched one, and return from ``run``."""
@@ -347,6 +350,7 @@ class PartitionWorker:
                 j += 1
             group = events if (i == 0 and j == len(events)) else events[i:j]
             i = j
+            self._lateness.observe_ms([now - at(event) for event in group])
             reg = self.registry.get(kind)
             if reg is None:
                 # the web tier and the task server load one game, which refuses to schedule
@@ -547,6 +551,7 @@ class PartitionWorker:
             self.queue.ids,
             kinds=self.registry,
             stocks=self.stocks,
+            world=self.world,
         )
 
     async def _record_failures(self, failures: list[tuple[Event, str, RetryPolicy]]) -> None:

@@ -9,7 +9,10 @@
  * at once) and alerts such as an incoming attack show in a banner.
  */
 import { WebGame } from '/sdk/webgame.js';
+import { costNodes, icon } from './icons.js';
+import { IncomingAlert } from './incoming.js';
 import { centreOnVillage, initMap, mapSnapshot, refreshMap } from './map.js';
+import { RankingsPanel } from './rankings.js';
 
 export { setAllianceMembers } from './map.js';
 
@@ -21,20 +24,24 @@ const MS_PER_HOUR = 3600000;
 const RESOURCES = ['wood', 'clay', 'iron', 'crop'];
 // Until the rule tables are loaded (POST /api/rules), the units one can train are the
 // reference game's (refgame/units.py); units a snapshot mentions are added to them.
-const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris'];
+const KNOWN_UNITS = ['legionnaire', 'praetorian', 'imperian', 'equites_imperatoris', 'equites_caesaris', 'settler'];
+const REPORTS_PER_PAGE = 10;
 const FIELDS = ['woodcutter', 'clay_pit', 'iron_mine', 'cropland']; // listed first
 
-const state = {
+export const state = {
   loggedIn: false,
   snap: null, // the last snapshot
   villageId: null, // the village on screen
   pollFailed: false, // the message on screen is a failed poll's
   lastUnread: null, // the unread count the reports list was loaded for
+  reportsPage: 1,
   unitsKey: '', // the units the troop inputs were built for (rebuilt only when it changes)
   lastFrame: 0,
   msgTimer: 0,
   rules: null, // the rule tables (costs, durations, unit stats), fetched once
   rulesLoading: null,
+  incoming: null, // IncomingAlert: the banner and the tab title (incoming.js)
+  rankings: null, // RankingsPanel (rankings.js)
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -42,7 +49,7 @@ const label = (name) => name.charAt(0).toUpperCase() + name.slice(1).replace(/_/
 
 /* Builds an element. Text is always added as text nodes, never as HTML, because
  * player and village names are chosen by players. */
-function el(tag, props = {}, ...children) {
+export function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
     if (value === null || value === undefined || value === false) continue;
@@ -55,11 +62,11 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-function setText(node, text) {
+export function setText(node, text) {
   if (node && node.textContent !== text) node.textContent = text; // avoid needless layout work
 }
 
-function fmtDuration(ms) {
+export function fmtDuration(ms) {
   const s = Math.ceil(ms / 1000);
   const pad = (n) => String(n).padStart(2, '0');
   const h = Math.floor(s / 3600);
@@ -74,16 +81,16 @@ const troopText = (troops) =>
 
 /* ---- talking to the server: the framework's SDK ------------------------- */
 
-const game = new WebGame();
+export const game = new WebGame(); // social.js and trade.js share it
 export const poller = game.poll({ minMs: POLL_MIN_MS, maxMs: POLL_MAX_MS });
-const serverNow = () => game.clock.now();
+export const serverNow = () => game.clock.now();
 
 /* GET /api/<path>; an error is shown and answers null. */
 const api = (path, params) => game.query(path, params).catch(failed);
 
 /* A game command. The SDK retries what is safe to retry (no answer, events_pending)
  * with the same Idempotency-Key, so nothing is paid twice, and polls right after. */
-async function command(path, body, okText, button, onError = null) {
+export async function command(path, body, okText, button, onError = null) {
   clearErrors(); // a new action: the last one's errors are history
   if (button) button.disabled = true;
   try {
@@ -105,7 +112,7 @@ export function pollSoon(ms = 0) {
 
 /* ---- rendering ------------------------------------------------------------ */
 
-function village() {
+export function village() {
   return state.snap?.villages.find((v) => String(v.id) === String(state.villageId)) ?? null;
 }
 
@@ -146,7 +153,7 @@ function nextBuild(v, kind, target) {
 function trainPlan(v, unit, count) {
   const spec = state.rules?.units[unit];
   if (!spec) return null;
-  const pct = pctOf(state.rules.barracks_time_pct, v.buildings.barracks ?? 0);
+  const pct = pctOf(state.rules.barracks_time_pct, v.buildings[spec.trained_in ?? 'barracks'] ?? 0);
   const cost = Object.fromEntries(Object.entries(spec.cost).map(([r, n]) => [r, n * count]));
   return { cost, duration_ms: Math.max(1, Math.ceil((count * spec.time_ms * pct) / 100)) };
 }
@@ -201,9 +208,11 @@ function applySnapshot(snap) {
   if (firstOrMoved) state.villageId = snap.villages[0]?.id ?? null;
   showGame(true);
   if (!state.rules) loadRules();
+  state.incoming.fromSnapshot(snap);
   render();
   mapSnapshot(snap);
   if (firstOrMoved) centreOnVillage();
+  if (firstOrMoved) state.rankings.load(snap.player_id);
   if (snap.unread_reports !== state.lastUnread) {
     state.lastUnread = snap.unread_reports; // a new report (or one was read): reload the list
     loadReports();
@@ -235,7 +244,7 @@ function renderResources(v) {
     const s = v.stocks[r];
     const rate = s.rate_per_hour;
     return el('div', { class: 'res', dataset: { res: r } },
-      el('span', { class: 'res-name' }, label(r)),
+      el('span', { class: 'res-name' }, icon(r), label(r)),
       el('span', { class: 'amount', id: `res-${r}` }, String(s.units)),
       el('span', { class: 'cap' }, ` / ${s.cap}`),
       el('span', { class: rate < 0 ? 'rate negative' : 'rate' }, `${rate >= 0 ? '+' : ''}${rate}/h`));
@@ -260,17 +269,17 @@ function renderBuildings(v) {
         `${label(kind)}: level ${target} queued.`, button),
     }, level ? `Upgrade to ${target}` : 'Build');
     const info = plan && !maxed ? el('div', { class: 'cost small-text' },
-      `${costText(plan.cost)} · ${fmtDuration(plan.duration_ms)}`) : null;
+      ...costNodes(plan.cost), ` · ${fmtDuration(plan.duration_ms)}`) : null;
     const note = plan && !maxed ? el('div', { class: 'short small-text', dataset: { cost: JSON.stringify(plan.cost) } }) : null;
     return el('tr', { dataset: { kind } },
-      el('th', { scope: 'row' }, label(kind)),
+      el('th', { scope: 'row' }, icon(kind, 24), label(kind)),
       el('td', { class: 'level' }, String(level)),
       el('td', {}, button, info, note));
   }));
   const now = serverNow();
   $('#build-queue').replaceChildren(...(v.build_queue.length ? v.build_queue.map((o) =>
     el('li', { dataset: { kind: o.kind } },
-      `${label(o.kind)} → level ${o.target_level}`,
+      icon(o.kind), `${label(o.kind)} → level ${o.target_level}`,
       o.started_ms > now ? el('span', { class: 'muted' }, ' (waiting)') : null,
       el('span', { class: 'countdown', dataset: { due: o.done_ms } })))
     : [el('li', { class: 'muted' }, 'Nothing is being built.')]));
@@ -279,7 +288,7 @@ function renderBuildings(v) {
 function renderTroops(v) {
   const units = [...new Set([...KNOWN_UNITS, ...Object.keys(v.troops)])];
   const rows = units.filter((u) => v.troops[u]).map((u) =>
-    el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, label(u)), el('td', {}, String(v.troops[u]))));
+    el('tr', { dataset: { unit: u } }, el('th', { scope: 'row' }, icon(u, 24), label(u)), el('td', {}, String(v.troops[u]))));
   const other = (t, where) => el('tr', { class: 'muted' },
     el('th', { scope: 'row' }, `${label(t.unit)} (${where} village ${t.village_id})`), el('td', {}, String(t.count)));
   rows.push(...v.troops_away.map((t) => other(t, 'away in')), ...v.reinforcements.map((t) => other(t, 'from')));
@@ -291,7 +300,7 @@ function renderTroops(v) {
     state.unitsKey = key;
     $('#train-unit').replaceChildren(...units.map((u) => el('option', { value: u }, label(u))));
     $('#march-troops').replaceChildren(...units.map((u) => el('div', { class: 'troop-input' },
-      el('label', { for: `march-${u}` }, label(u), ' ', el('span', { class: 'muted', id: `home-${u}` })),
+      el('label', { for: `march-${u}` }, icon(u), label(u), ' ', el('span', { class: 'muted', id: `home-${u}` })),
       el('input', { id: `march-${u}`, type: 'number', min: 0, value: 0, dataset: { unit: u } }),
       el('span', { class: 'field-error', id: `march-${u}-error`, role: 'alert', hidden: true }))));
   }
@@ -300,7 +309,7 @@ function renderTroops(v) {
   renderMarchPreview(v);
   const now = serverNow();
   $('#training-queue').replaceChildren(...(v.training_queue.length ? v.training_queue.map((o) =>
-    el('li', {}, `${o.count} × ${label(o.unit)}`,
+    el('li', {}, icon(o.unit), `${o.count} × ${label(o.unit)}`,
       o.started_ms > now ? el('span', { class: 'muted' }, ' (waiting)') : null,
       el('span', { class: 'countdown', dataset: { due: o.done_ms } })))
     : [el('li', { class: 'muted' }, 'No training.')]));
@@ -365,14 +374,15 @@ function renderTrainInfo(v) {
     note.hidden = true;
     return;
   }
-  const barracks = v.buildings.barracks ?? 0;
+  const building = spec.trained_in ?? 'barracks';
+  const barracks = v.buildings[building] ?? 0;
   $('#train-info').replaceChildren(
     el('div', {}, `One: ${costText(spec.cost)}, upkeep ${spec.upkeep} crop/h.`),
     el('div', {}, `Attack ${spec.attack}, defence ${spec.defense_infantry} (infantry) / ${spec.defense_cavalry} (cavalry), `
       + `speed ${spec.speed} fields/h, carries ${spec.carry}.`),
     el('div', { class: 'cost' }, barracks >= spec.barracks_level
       ? `${count} cost ${costText(plan.cost)} and take ${fmtDuration(plan.duration_ms)}.`
-      : `Needs barracks level ${spec.barracks_level} (this village has ${barracks}).`));
+      : `Needs ${label(building)} level ${spec.barracks_level} (this village has ${barracks}).`));
   note.dataset.cost = JSON.stringify(plan.cost);
   updateNotes(v, serverNow());
 }
@@ -440,6 +450,7 @@ function frame(force = false) {
     if (v) for (const r of RESOURCES) setText($(`#res-${r}`), String(stockAt(v.stocks, r, now)));
     if (v) updateNotes(v, now);
     if (v) updateArrival(now);
+    state.incoming.tick(now);
     for (const node of document.querySelectorAll('[data-due]')) {
       const left = Number(node.dataset.due) - now;
       setText(node, left > 0 ? fmtDuration(left) : (node.dataset.doneText ?? 'done'));
@@ -472,9 +483,16 @@ function targetVillage(w, focus) {
   }
 }
 
-async function loadReports() {
-  const data = await api('reports', { per_page: 10 });
+async function loadReports(page = state.reportsPage) {
+  const data = await api('reports', { page, per_page: REPORTS_PER_PAGE });
   if (!data) return;
+  state.reportsPage = data.page;
+  const pages = Math.max(1, Math.ceil(data.total / data.per_page));
+  $('#reports-pages').replaceChildren(...(pages < 2 ? [] : [
+    el('button', { type: 'button', class: 'small secondary', disabled: data.page <= 1, onclick: () => loadReports(data.page - 1) }, 'Newer'),
+    el('span', { class: 'muted small-text' }, ` page ${data.page} of ${pages} `),
+    el('button', { type: 'button', class: 'small secondary', disabled: data.page >= pages, onclick: () => loadReports(data.page + 1) }, 'Older'),
+  ]));
   const badge = $('#unread');
   badge.hidden = !data.unread;
   setText(badge, `${data.unread} new`);
@@ -558,10 +576,8 @@ function hideMessage() {
 function onAlert({ kind, data }) {
   if (kind !== 'incoming_attack' || !data) return;
   const target = state.snap?.villages.find((v) => String(v.id) === String(data.target_village_id));
-  const from = data.origin ? ` from (${data.origin.x}|${data.origin.y})` : '';
-  const on = target ? ` on ${target.name}` : '';
-  setText($('#alert-text'), `Incoming ${data.kind === 'raid' ? 'raid' : 'attack'}${on}${from}, arriving ${fmtTime(data.arrive_ms)}.`);
-  $('#alert-banner').hidden = false;
+  state.incoming.fromPush(data, target?.name);
+  state.incoming.tick(serverNow());
 }
 
 /* For .catch(): show the API's message, answer null. */
@@ -577,7 +593,7 @@ function showGame(on) {
 }
 
 async function loggedIn() {
-  Object.assign(state, { loggedIn: true, snap: null, villageId: null, lastUnread: null, unitsKey: '' });
+  Object.assign(state, { loggedIn: true, snap: null, villageId: null, lastUnread: null, reportsPage: 1, unitsKey: '' });
   $('#auth').hidden = $('#report-detail').hidden = true;
   await game.clock.sync();
   poller.start(); // a new session: no ETag, a stale answer of the old one is dropped
@@ -586,7 +602,7 @@ async function loggedIn() {
 function loggedOut(message) {
   Object.assign(state, { loggedIn: false, snap: null });
   poller.stop();
-  $('#alert-banner').hidden = true;
+  state.incoming.clear();
   showGame(false);
   setText($('#clock'), '');
   if (message) showMessage(message);
@@ -675,7 +691,9 @@ function start() {
     onTarget: targetVillage,
   });
   $('#message-close').addEventListener('click', hideMessage);
-  $('#alert-close').addEventListener('click', () => { $('#alert-banner').hidden = true; });
+  state.incoming = new IncomingAlert($('#alert-banner'));
+  state.rankings = new RankingsPanel($('#rankings-panel'), api);
+  $('#alert-close').addEventListener('click', () => state.incoming.dismiss());
   $('#logout').addEventListener('click', async () => {
     await game.logout().catch(() => null); // unreachable? the page logs out all the same
     loggedOut(null);

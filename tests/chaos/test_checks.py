@@ -9,16 +9,19 @@ arrived although recalled, an answer that was never committed).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from chaos.checks import (
     Baseline,
     Check,
     Final,
+    check_alliances,
     check_events_once,
     check_ledger,
     check_marches,
     check_resources,
+    check_trades,
     check_troops,
     parse_world,
 )
@@ -173,3 +176,90 @@ def test_a_rate_change_applied_late_is_named_with_its_delay() -> None:
     late = {**_row(T0 + 20_000, 0, 0, crop_rate=7), "crop": 10 * 11_000 + 7 * 9_000}
     found = _late_rate_change(start, {}, items, late, SPEED)
     assert found == [f"= a crop rate change of -3 due at {T0 + 10_000} applied 1000 ms late"]
+
+
+def test_alliances_have_one_founder_and_players_one_alliance() -> None:
+    good = [(7, 1, "founder"), (8, 1, "leader"), (9, 1, "member"), (10, 2, "founder")]
+    assert check_alliances(_final(alliances={1: "A", 2: "B"}, members=good)).violations == []
+    for alliances, members, problem in [
+        ({1: "A", 2: "B"}, [*good, (9, 2, "member")], "a member 2 times"),
+        ({1: "A"}, good, "which does not exist"),
+        ({1: "A", 2: "B"}, [(7, 1, "leader"), (10, 2, "founder")], "has 0 founders"),
+        ({1: "A", 2: "B"}, [*good[:3], (10, 1, "founder")], "has 2 founders"),
+        ({1: "A", 2: "B", 3: "C"}, good, "alliance 3 has no members"),
+        ({1: "A", 2: "B"}, [*good[:3], (10, 2, "king")], "unknown role"),
+    ]:
+        check = check_alliances(_final(alliances=alliances, members=members))
+        assert any(problem in v for v in check.violations), (problem, check.violations)
+
+
+def _trade_world(
+    reported: dict[str, Any] | None, rows: list[dict[str, Any]], merchants: int = 1
+) -> tuple[Any, Final]:
+    """Village V sends 300 wood and 100 iron to village 2 (arrival at T0 + 9 s)."""
+    sent = {"wood": 300, "clay": 0, "iron": 100, "crop": 0}
+    answer = {"trade_id": 4, "target_village_id": 2, "resources": sent, "merchants": merchants,
+              "spent_ms": T0, "depart_ms": T0, "arrive_ms": T0 + 9_000,
+              "return_ms": T0 + 18_000}  # fmt: skip
+    cmd = Command(1, 7, V, "send_resources", {}, "t1", T0, status=200, answer=answer)
+    reports: list[tuple[int, int, str, dict[str, Any], int]] = []
+    if reported is not None:
+        body = {"type": "trade", "trade_id": 4, "time_ms": T0 + 9_000, "merchants": 1,
+                "sender": {"player_id": 7, "village_id": V},
+                "receiver": {"player_id": 8, "village_id": 2},
+                "sent": sent, **reported}  # fmt: skip
+        reports = [(1, 7, "trade", body, T0 + 9_000), (2, 8, "trade", body, T0 + 9_000)]
+    final = _final(reports=reports, idempotent={(7, "t1"): (200, answer, T0)}, trades=rows,
+                   buildings={V: {"marketplace": 1}, 2: {"marketplace": 1}})  # fmt: skip
+    return parse_world(_ledger(cmd), final, SPEED, Check("parse", "")), final
+
+
+def test_merchants_conserve_what_they_carry() -> None:
+    zero = dict.fromkeys(("wood", "clay", "iron", "crop"), 0)
+    full = {"delivered": {**zero, "wood": 250, "iron": 100}, "lost": {**zero, "wood": 50}}
+    world, final = _trade_world(full, [])
+    assert check_trades(world, final, 1_000).violations == []
+    going = {"id": 4, "origin_village_id": V, "target_village_id": 2, "merchants": 1,
+             "resources": {"wood": 300, "iron": 100}, "delivered": {}, "lost": {},
+             "homebound": False, "arrive_ms": T0 + 9_000,
+             "return_ms": T0 + 18_000}  # fmt: skip
+    world, final = _trade_world(None, [going])
+    early = replace(final, now_ms=T0 + 5_000)
+    assert check_trades(world, early, 1_000).violations == []  # on the way
+    assert check_trades(world, final, 1_000).violations  # still on the way long after
+    vanished = {"delivered": {**zero, "wood": 250, "iron": 100}, "lost": zero}
+    world, final = _trade_world(vanished, [])  # 50 wood neither delivered nor reported lost
+    assert check_trades(world, final, 1_000).violations
+    world, final = _trade_world(None, [])  # never arrived, nothing on the way
+    assert check_trades(world, final, 1_000).violations
+    world, final = _trade_world(full, [], merchants=0)  # 400 units on no merchant
+    assert check_trades(world, final, 1_000).violations
+    overloaded = {**going, "merchants": 2, "resources": {"wood": 300, "iron": 100}}
+    world, final = _trade_world(None, [overloaded, {**going, "id": 5}])  # 3 merchants of 1
+    found = check_trades(world, replace(final, now_ms=T0 + 5_000), 1_000).violations
+    assert any("merchants free" in v for v in found) and any("nobody" not in v for v in found)
+
+
+def test_a_delivery_is_replayed_at_its_arrival() -> None:
+    """Village 2 sends V 50 wood arriving at T0 + 10 s; V's stock must show it from then."""
+    zero = dict.fromkeys(("wood", "clay", "iron", "crop"), 0)
+    sent = {**zero, "wood": 50}
+    answer = {"trade_id": 4, "target_village_id": V, "resources": sent, "merchants": 1,
+              "spent_ms": T0, "depart_ms": T0, "arrive_ms": T0 + 10_000,
+              "return_ms": T0 + 20_000}  # fmt: skip
+    cmd = Command(1, 8, 2, "send_resources", {}, "t1", T0, status=200, answer=answer)
+    body = {"type": "trade", "trade_id": 4, "time_ms": T0 + 10_000, "merchants": 1,
+            "sender": {"player_id": 8, "village_id": 2}, "receiver": {"player_id": 7,
+            "village_id": V}, "sent": sent, "delivered": sent, "lost": zero}  # fmt: skip
+    baseline = Baseline(T0, {V: _row(T0, 100 * SCALE, 25)}, {V: {}}, {}, {})
+    end = T0 + 120_000
+
+    def check(wood: int) -> Check:
+        final = _final(stock={V: _row(end, wood, 25)}, reports=[(1, 7, "trade", body, T0)],
+                       idempotent={(8, "t1"): (200, answer, T0)})  # fmt: skip
+        return check_resources(parse_world(_ledger(cmd), final, SPEED, Check("p", "")), baseline,
+                               final)  # fmt: skip
+
+    assert check(100 * SCALE + 25 * 120_000 + 50 * SCALE).violations == []
+    assert check(100 * SCALE + 25 * 120_000).violations  # never credited
+    assert check(100 * SCALE + 25 * 120_000 + 100 * SCALE).violations  # credited twice

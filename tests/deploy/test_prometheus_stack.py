@@ -53,6 +53,14 @@ def _get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
+def _answers_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except urllib.error.HTTPError:
+        return False
+
+
 @pytest.fixture
 def world(sqlite_url: str, redis_prefix: str, redis: Redis) -> Settings:
     return load_settings(
@@ -145,6 +153,12 @@ async def test_prometheus_scrapes_both_tiers_and_runs_every_rule_and_panel(
                 pytest.fail(f"prometheus exited: {err.decode()[-2000:]}")
             assert time.monotonic() < deadline, "prometheus did not open its port"
             await asyncio.sleep(0.1)
+        # the port opens before the storage is loaded; until then every query answers 503
+
+        async def ready() -> bool:
+            return await asyncio.to_thread(_answers_ok, f"http://127.0.0.1:{port}/-/ready")
+
+        await eventually(ready, 30)
         # a request the web tier counts
         await asyncio.to_thread(_get_json, f"http://127.0.0.1:{tiers[1]}/healthz")
 

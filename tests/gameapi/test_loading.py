@@ -40,7 +40,21 @@ def test_the_reference_game_loads_once() -> None:
     game = load_game("refgame")
     assert game is load_game("refgame")
     assert game.resource_names() == ("wood", "clay", "iron", "crop")
-    assert {route.path for route in game.commands} == {"build", "train", "march", "recall", "rules"}
+    social = {f"alliance/{verb}" for verb in
+              ("create", "invite", "accept", "decline", "leave", "kick", "promote")}  # fmt: skip
+    game_commands = {
+        "build",
+        "train",
+        "march",
+        "recall",
+        "rules",
+        "found",
+        "send_resources",
+        "messages/send",
+        "messages/read",
+    }
+    assert {route.path for route in game.commands} == game_commands | social
+    assert {route.path for route in game.queries} == {"alliance", "messages", "rankings"}
 
 
 @pytest.mark.parametrize(

@@ -163,12 +163,15 @@ async def test_metrics_are_served(
         return (
             'gameserver_queue_acked_total{partition="0"} 2.0' in text
             and 'gameserver_queue_depth{partition="3"} 1.0' in text
+            # each of the 8 events due now ran once, none the one due later
+            and "gameserver_event_lateness_seconds_count 8.0" in text
         )
 
     await eventually(exported)
     text = await asyncio.to_thread(scrape)
     assert 'gameserver_handler_seconds_count{kind="gameserver.noop"}' in text
     assert "gameserver_queue_lag_seconds" in text
+    assert 'gameserver_event_lateness_seconds_bucket{le="1.0"}' in text
     assert "gameserver_partitions_held 4.0" in text
 
 

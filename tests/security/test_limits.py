@@ -26,7 +26,7 @@ PUBLIC = {
     ("GET", "/healthz"),
     ("GET", "/metrics"),  # loopback or metrics token only: test_ops
     ("GET", "/"),
-    ("GET", "/static/{filename}"),
+    ("GET", "/static/{filename:.+}"),  # the client's folder, subfolders included
     ("GET", "/sdk/{filename}"),
     # the operator console's page, its files and its login (operators' own accounts and
     # limits: tests/admin); every /admin/api route behind it needs an operator session

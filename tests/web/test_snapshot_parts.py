@@ -8,7 +8,7 @@ from sqlalchemy import Boolean, cast, select
 
 from gameapi import Resource, SnapshotPart, places, stocks_for
 from refgame.models import Building, Troop
-from webfront.snapshot_build import SnapshotBuilder
+from webfront.snapshot_build import SnapshotBuilder, _empty, _fill
 
 STOCKS = stocks_for((Resource("metal", "metal"), Resource("crystal", "crystal")))
 
@@ -50,3 +50,18 @@ def test_a_malformed_part_is_refused_when_the_statement_is_built(
 ) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         SnapshotBuilder(STOCKS, [part])
+
+
+def test_an_object_part_is_one_row_through_its_view_or_null() -> None:
+    part = SnapshotPart(
+        "best",
+        lambda: select(Troop.home_village_id.label("place_id"), Troop.unit, Troop.count),
+        shape="object",
+        view=lambda row, viewer: {**row, "viewer": viewer},
+    )
+    builder = SnapshotBuilder(STOCKS, [part])
+    (built,) = builder.parts
+    assert builder.place_keys == {"best": "object"} and built.names == ("unit", "count")
+    assert _empty("object") is None  # a place or player without a row
+    found = [((), built, ["spear", 7])]
+    assert _fill(None, found, 5) == {"unit": "spear", "count": 7, "viewer": 5}

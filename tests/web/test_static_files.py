@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, make_mocked_request
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
@@ -14,6 +14,8 @@ from common.errors import ConfigError
 from common.settings import Settings
 from tests.web.conftest import FAST_CONFIG
 from webfront.app import create_app
+from webfront.errors import ApiError
+from webfront.routing import static_files
 from webfront.static_files import GENERIC_DIR, client_dir, game_static_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,3 +62,33 @@ async def test_the_reference_game_s_client_is_served_with_the_sdk(
     assert app_js.status == 200 and "from '/sdk/webgame.js'" in await app_js.text()
     assert (await client.get("/sdk/webgame.js")).status == 200
     assert (await client.get("/static/generic.js")).status == 404
+
+
+async def test_a_client_s_subfolders_are_served_and_nothing_outside(
+    aiohttp_client: Any, settings: Settings, clock: ManualClock, redis: Redis
+) -> None:
+    app = create_app(settings.model_copy(update={"game": "refgame"}), clock, config=FAST_CONFIG)
+    client: TestClient = await aiohttp_client(app)
+    icon = await client.get("/static/icons/wood.svg")
+    assert icon.status == 200 and icon.headers["Content-Type"] == "image/svg+xml"
+    assert "<svg" in await icon.text()
+    for name in ("icons/nothing.svg", "icons/..%2f..%2fworld.py", "..%2fworld.py",
+                 "icons/", "icons", "/icons/wood.svg"):  # fmt: skip
+        assert (await client.get(f"/static/{name}")).status == 404, name
+
+
+async def test_hidden_files_are_not_served(tmp_path: Path) -> None:
+    (tmp_path / "sub" / ".git").mkdir(parents=True)
+    for name in ("index.html", ".env", "sub/a.css", "sub/.secret", "sub/.git/config"):
+        (tmp_path / name).write_text(name)
+    serve = static_files(tmp_path)
+
+    async def get(name: str) -> Any:
+        return await serve(make_mocked_request("GET", f"/s/{name}", match_info={"filename": name}))
+
+    for name in ("index.html", "sub/a.css"):
+        assert (await get(name))._path == tmp_path / name
+    for name in (".env", "sub/.secret", "sub/.git/config", "sub", "../x"):
+        with pytest.raises(ApiError) as refused:
+            await get(name)
+        assert refused.value.status == 404, name

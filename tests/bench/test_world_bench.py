@@ -1,0 +1,139 @@
+"""``python -m bench world`` at a tiny size: the whole stack started, real requests measured,
+the verdicts following from the figures, and the result published into the README table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bench.cli import cli
+from bench.readme import load_published, render, update_readme
+from bench.world.model import SLO, hist_quantile, share_within, verdicts
+from bench.world.run import Plan, next_players
+from tests.bench.test_readme_bench import README_TEXT, table_rows
+from tests.conftest import TEST_PG_ADMIN_URL
+
+TIERS = ("web", "task_server", "postgres", "redis", "load_generator")
+
+
+def test_histogram_quantiles_follow_prometheus() -> None:
+    buckets = [(0.1, 50.0), (1.0, 99.0), (2.5, 100.0), (float("inf"), 100.0)]
+    assert hist_quantile(buckets, 0.5) == 0.1
+    assert hist_quantile(buckets, 0.99) == pytest.approx(1.0)
+    assert hist_quantile(buckets, 0.995) == pytest.approx(1.75)
+    assert share_within(buckets, 1.0) == 0.99
+    assert hist_quantile([(1.0, 0.0), (float("inf"), 0.0)], 0.99) == 0.0
+    assert share_within([(1.0, 0.0), (float("inf"), 0.0)], 1.0) is None
+    with pytest.raises(ValueError, match="not a bucket bound"):
+        share_within(buckets, 0.5)
+
+
+def _plan(**changes: Any) -> Plan:
+    base = {"start": 100, "max_players": 10_000, "bisect": 2, "warmup_s": 1, "window_s": 1,
+            "web_workers": 1, "task_servers": 1, "load_processes": 1, "connections": 1,
+            "bots_per_player": 1, "world_speed": 1, "seed": 1}  # fmt: skip
+    return Plan(**{**base, **changes})
+
+
+def test_the_search_doubles_then_bisects_and_stops() -> None:
+    plan = _plan()
+    steps = [{"players": 100, "ok": True}]
+    assert next_players(steps, plan) == 200
+    steps += [{"players": 200, "ok": True}, {"players": 400, "ok": False}]
+    assert next_players(steps, plan) == 300
+    steps += [{"players": 300, "ok": True}]
+    assert next_players(steps, plan) == 350
+    steps += [{"players": 350, "ok": False}]
+    assert next_players(steps, plan) is None  # two bisection steps taken
+    assert next_players([{"players": 10_000, "ok": True}], plan) is None  # --max-players
+    assert next_players([{"players": 100, "ok": False}], plan) == 50  # below the start
+
+
+def _check_step(step: dict[str, Any]) -> None:
+    assert step["players"] in (20, 40)
+    assert step["requests"]["poll"] > 0 and step["requests"]["command"] > 0
+    assert step["requests"]["command"] == sum(
+        step["requests"].get(k, 0) for k in ("order", "march", "recall")
+    )
+    assert step["requests_per_s"] > 0
+    assert step["tick_shard"]["count"] > 0 and step["event_lateness"]["count"] > 0
+    assert step["streams"]["players"] > 0
+    assert 0 < step["machine_cpu"]["busy_share"] <= 1 and step["machine_cpu"]["ours_cores"] > 0
+    for tier in TIERS:
+        assert step["cpu"][tier]["processes"] >= 1
+    for tier in ("web", "task_server", "load_generator"):
+        assert step["cpu"][tier]["cpu_seconds"] > 0
+        assert step["cpu"][tier]["millicores_per_player"] > 0
+    assert step["cpu"]["web"]["processes"] == 2 and step["cpu"]["task_server"]["processes"] == 2
+    # the verdicts follow from the figures alone
+    held = step["slo_held"]
+    assert held == verdicts(step)
+    assert held["poll_p99_ms"] == (step["latency_ms"]["poll"]["p99"] < SLO["poll_p99_ms"])
+    assert held["command_p99_ms"] == (step["latency_ms"]["command"]["p99"] < SLO["command_p99_ms"])
+    for name, key in (("event_lateness_p99_s", "event_lateness"), ("tick_shard_p99_s",
+                                                                    "tick_shard")):  # fmt: skip
+        buckets = [(le, n) for le, n in step[key]["buckets"]]
+        within = share_within(buckets, 1.0)
+        assert within == step[key]["share_within_1s"]
+        assert held[name] == (within is None or within >= 0.99)
+    assert held["errors"] == (step["errors"]["total"] == 0)
+    assert step["ok"] == all(held.values())
+    assert (step["first_failed"] is None) == step["ok"]
+
+
+@pytest.mark.timeout(300)  # two steps of the whole stack on a shared machine
+def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "world", "--start", "20", "--max-players", "40",
+         "--bisect", "0", "--warmup", "3", "--window", "4", "--web-workers", "2",
+         "--task-servers", "2", "--poll-interval", "1", "--command-interval", "2",
+         "--march-interval", "3", "--world-speed", "1000", "--logins-per-day", "1000",
+         "--db", "postgresql", "--db-name", f"wgbench_world_{uuid.uuid4().hex[:8]}",
+         "--pg-admin-url", TEST_PG_ADMIN_URL, "--out", str(out)],
+        capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
+    figures = json.loads((out / "world.json").read_text())
+    assert figures["benchmark"] == "world"
+    assert figures["setup"]["web_processes"] == 2 and figures["setup"]["task_servers"] == 2
+    steps = figures["steps"]
+    assert 1 <= len(steps) <= 2 and steps[0]["players"] == 20
+    for step in steps:
+        _check_step(step)
+    held = [s["players"] for s in steps if s["ok"]]
+    assert figures["max_players"] == max(held, default=0)
+    missed = [s for s in steps if not s["ok"]]
+    if missed:
+        assert figures["first_limit"]["slo"] == missed[0]["first_failed"]
+        assert figures["first_limit"]["at_players"] == missed[0]["players"]
+    else:
+        assert figures["first_limit"]["slo"] is None and len(steps) == 2
+    assert figures["cpu_millicores_per_player"]["web"] > 0
+    assert figures["target"] == {"players": 100_000, "met": False}
+    assert (out / "world.png").stat().st_size > 1000
+    assert "largest N holding every service level" in proc.stdout
+
+    # the publish path takes it, and the README table shows it
+    published = tmp_path / "published"
+    publish = CliRunner().invoke(
+        cli, ["publish", "--published", str(published), str(out / "world.json")]
+    )
+    assert publish.exit_code == 0, publish.output
+    rows = table_rows(render(load_published(published), published))
+    (what, row), = rows.items()  # fmt: skip
+    assert what.startswith("world: the whole stack, 2 web processes + 2 task servers")
+    assert row[0].startswith(f"{figures['max_players']:,} players within every service level")
+    assert "load generator" in row[0] and "(projected)" in row[0]
+    assert row[3].startswith("≥ 100,000 players") and row[4] == "**missed** (players)"
+    readme = tmp_path / "README.md"
+    readme.write_text(README_TEXT)
+    assert update_readme(readme, published) is True
+    assert "world: the whole stack" in readme.read_text()
