@@ -89,7 +89,7 @@ class ScriptRunner(Protocol):
     """A pipelined client that runs a script by its text (``webfront.fastredis.FastRedis``)."""
 
     async def eval_script(
-        self, source: str, keys: tuple[str, ...], args: tuple[int | str, ...]
+        self, source: str, keys: tuple[str, ...], args: tuple[int | str | bytes, ...]
     ) -> Any: ...
 
 

@@ -9,7 +9,13 @@ import asyncpg
 import orjson
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -30,6 +36,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _drop_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    # A connection the server closed (a restart, an idle timeout) is known closed to asyncpg
+    # without a round trip: the pool replaces it instead of handing it out. A pre-ping
+    # costs three round trips per checkout (BEGIN, ping, ROLLBACK); what this misses (a
+    # connection that died silently) fails as an outage, which callers retry or answer 503.
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("the server closed this connection")
 
 
 def json_dumps(value: Any) -> str:
@@ -54,7 +69,10 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+    if url.get_driver_name() == "asyncpg":
+        event.listen(engine.sync_engine.pool, "checkout", _drop_closed)
+    return engine
 
 
 # SQLSTATE classes of a database that is down, starting or stopping, not of a bad statement:

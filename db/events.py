@@ -25,7 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    String,
+    exists,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from db.models import ScheduledEvent
@@ -94,6 +104,39 @@ async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
         .limit(1)
     )
     return found.first() is not None
+
+
+# the table's columns, not the mapped class's: a statement of table columns only runs on
+# the Core path, without the ORM's per-call work (the command path; see overdue_row)
+_EVENTS = ScheduledEvent.__table__.c
+
+
+def written(name: str) -> ColumnElement[str]:
+    """A name from code (a tag, a declared resource) written into a statement as a constant
+    rather than bound anew at every run."""
+    if not name.replace("_", "").isalnum() and name:
+        raise ValueError(f"not a plain name: {name!r}")
+    return literal_column(f"'{name}'", String)
+
+
+def overdue_row(tag: str, village_id: ColumnElement[int], now_ms: ColumnElement[int]) -> Select:
+    """``village_has_overdue`` as a row to union into a command's one read: (``tag``, '',
+    1, 0) when ``village_id`` has an event due by ``now_ms`` that holds it, else no row."""
+    e = _EVENTS
+    held = select(e.id).where(e.village_id == village_id, e.due_ms <= now_ms, e.dead_ms.is_(None))
+    row = select(
+        written(tag), written(""), literal_column("1", BigInteger), literal_column("0", BigInteger)
+    )
+    return row.where(exists(held))
+
+
+def earliest_due(now_ms: ColumnElement[int]) -> ColumnElement[int]:
+    """SQL for the due time of the earliest healthy pending event (``earliest_pending``),
+    or ``now_ms`` when there is none."""
+    e = _EVENTS
+    healthy = (e.attempts == 0) & e.dead_ms.is_(None)  # HOLDS_WORLD
+    earliest = select(e.due_ms).where(healthy).order_by(e.due_ms)
+    return func.coalesce(earliest.limit(1).scalar_subquery(), now_ms)
 
 
 def _error(text: str) -> str:

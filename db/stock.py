@@ -25,6 +25,7 @@ from sqlalchemy import (
     ColumnElement,
     Index,
     MetaData,
+    Select,
     SmallInteger,
     Table,
     Update,
@@ -32,12 +33,14 @@ from sqlalchemy import (
     bindparam,
     func,
     literal,
+    select,
+    true,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.amounts import to_fixed
-from db.events import PendingHead, earliest_pending, overdue_villages
+from db.events import PendingHead, earliest_due, earliest_pending, overdue_villages, written
 from db.models import NAMING
 
 if TYPE_CHECKING:
@@ -251,6 +254,27 @@ class Stocks:
 
     async def settle_horizon(self, db: AsyncSession | AsyncConnection, now_ms: int) -> int:
         return await settle_horizon(db, now_ms)
+
+    def horizon(self, now_ms: ColumnElement[int], dialect: str) -> ColumnElement[int]:
+        """``settle_horizon`` as SQL, to fold into a statement a command runs anyway."""
+        return _least(dialect, now_ms, earliest_due(now_ms))
+
+    def settled_rows(
+        self, tag: str, village_id: ColumnElement[int], now_ms: ColumnElement[int], dialect: str
+    ) -> list[Select]:
+        """What a spend at the settle horizon sees, as rows to union into a command's one
+        read (one consistent view with the rest of it): per resource (``tag``, resource,
+        its stock settled at the horizon in fixed-point units, the horizon)."""
+        horizon = select(self.horizon(now_ms, dialect).label("at")).cte(f"{tag}_horizon")
+        at = horizon.c.at
+        values = self.settled_values(at, dialect)
+        rows = self.table.join(horizon, true())
+        return [
+            select(written(tag), written(res), values[res], at)
+            .select_from(rows)
+            .where(self.c.village_id == village_id)
+            for res in self.names
+        ]
 
     async def settle(
         self, db: AsyncSession | AsyncConnection, village_ids: Sequence[int], now_ms: int

@@ -9,6 +9,7 @@ caller rolls back, so nothing changes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
@@ -17,13 +18,13 @@ from sqlalchemy import (
     CompoundSelect,
     bindparam,
     insert,
-    literal,
+    literal_column,
     select,
     union_all,
     update,
 )
 
-from common.amounts import to_fixed
+from common.amounts import to_fixed, to_units
 from db import events as pending
 from db.models import Village
 from gameapi.routes import CommandRoute
@@ -70,15 +71,38 @@ async def require_settled(tx: CommandTx, village_id: int) -> None:
         raise EventsPending("this village has events finishing right now; retry in a moment")
 
 
-async def pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
+@dataclass
+class _Seen:
+    """What a command's one read saw of its village (``_reads``)."""
+
+    owner: int | None = None
+    buildings: dict[str, int] = field(default_factory=dict)
+    queued: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, n, done_ms)
+    stock: dict[str, int] = field(default_factory=dict)  # fixed-point, at ``at_ms``
+    at_ms: int = 0
+    overdue: bool = False
+
+
+async def pay(
+    tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen | None = None
+) -> int:
     """Spend ``cost``; returns the time the stock was settled at.
 
     That is *now*, unless an event elsewhere is overdue: its follow-ups (news of a
     battle, a return with loot) may land in this village at any time from its due time
-    on, so the stock is settled no later than that (``Stocks.settle_horizon``).
+    on, so the stock is settled no later than that (``Stocks.settle_horizon``). With
+    ``seen`` (build, train) the overdue check, the horizon and the stock come from the
+    command's one read, so a refusal writes nothing; the spend itself stays conditional
+    (another command may have spent since the read).
     """
-    await require_settled(tx, village_id)
-    at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
+    if seen is None:
+        await require_settled(tx, village_id)
+        at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
+    else:
+        if seen.overdue:  # require_settled, read with the rest
+            raise EventsPending("this village has events finishing right now; retry in a moment")
+        check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
+        at = seen.at_ms
     spent = await STOCKS.spend(
         tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at
     )
@@ -91,67 +115,99 @@ async def pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
     return spent
 
 
+# built once (a Core insert with parameters): every build and train writes one
+_ORDER_INSERTS = {
+    order: insert(order.__table__).returning(order.__table__.c.id)  # type: ignore[arg-type]
+    for order in (BuildOrder, TrainingOrder)
+}
+
+
 async def _place_order(
     tx: CommandTx,
     player_id: int,
     village_id: int,
     cost: dict[str, int],
+    seen: _Seen,
     order: type[BuildOrder] | type[TrainingOrder],
     done_event: str,
     **columns: Any,
 ) -> tuple[int, int]:
     """Pay ``cost``, insert the queue order row and schedule its completion event at
     ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
-    spent_ms = await pay(tx, village_id, cost)
-    order_id = (
-        await tx.session.execute(
-            insert(order).values(village_id=village_id, **columns).returning(order.id)
-        )
-    ).scalar_one()
+    spent_ms = await pay(tx, village_id, cost, seen)
+    inserted = await tx.session.execute(
+        _ORDER_INSERTS[order], {"village_id": village_id, **columns}
+    )
+    order_id = inserted.scalar_one()
     tx.schedule(done_event, village_id, columns["done_ms"], {"order_id": order_id})
     tx.touch_players([player_id])
     return order_id, spent_ms
 
 
-def _build_reads() -> CompoundSelect:
-    """The owner, the buildings and the build queue of ``:village_id`` in one read (rows
-    tagged v, b, o); built once, as building a statement costs more than running it.
+# constants written into the statement, not bound anew at every run
+_ZERO = literal_column("0", BigInteger)
+
+
+def _reads(queue: type[BuildOrder] | type[TrainingOrder], dialect: str) -> CompoundSelect:
+    """The owner, the buildings and the ``queue`` of ``:village_id``, whether it has an
+    overdue event, and its stock at the settle horizon, in one read (rows tagged v, b, o,
+    x, s); built once per queue and dialect, as building a statement costs more than
+    running it.
 
     One statement is one consistent view: two reads could straddle a ``build_done`` that
     commits between them (the level before it, the queue after it) and plan one level
     twice (a chaos run under load found it: a level short of its completed builds)."""
     vid = bindparam("village_id", type_=BigInteger)
+    now = bindparam("now_ms", type_=BigInteger)
+    # table columns only: a Core statement skips the ORM's per-call work
+    v, b, q = Village.__table__.c, Building.__table__.c, queue.__table__.c
+    kind, n = (q.kind, q.target_level) if queue is BuildOrder else (q.unit, q.count)
     return union_all(
-        select(literal("v").label("tag"), literal("").label("kind"),
-               Village.player_id.label("n"), literal(0, BigInteger).label("done_ms"))
-        .where(Village.id == vid),
-        select(literal("b"), Building.kind, Building.level, literal(0, BigInteger))
-        .where(Building.village_id == vid),
-        select(literal("o"), BuildOrder.kind, BuildOrder.target_level, BuildOrder.done_ms)
-        .where(BuildOrder.village_id == vid),
+        select(pending.written("v").label("tag"), pending.written("").label("kind"),
+               v.player_id.label("n"), _ZERO.label("done_ms"))
+        .where(v.id == vid),
+        select(pending.written("b"), b.kind, b.level, _ZERO).where(b.village_id == vid),
+        select(pending.written("o"), kind, n, q.done_ms).where(q.village_id == vid),
+        pending.overdue_row("x", vid, now),
+        *STOCKS.settled_rows("s", vid, now, dialect),
     )  # fmt: skip
 
 
-_BUILD_READS = _build_reads()
+_READS: dict[tuple[str, str], CompoundSelect] = {}
+
+
+async def _read(
+    tx: CommandTx, player_id: int, village_id: int, queue: type[BuildOrder] | type[TrainingOrder]
+) -> _Seen:
+    dialect = tx.session.get_bind().dialect.name
+    stmt = _READS.get((queue.__name__, dialect))
+    if stmt is None:
+        stmt = _READS[(queue.__name__, dialect)] = _reads(queue, dialect)
+    seen = _Seen()
+    params = {"village_id": village_id, "now_ms": tx.now_ms}
+    for tag, name, n, done_ms in await tx.session.execute(stmt, params):
+        if tag == "v":
+            seen.owner = int(n)
+        elif tag == "b":
+            seen.buildings[name] = int(n)
+        elif tag == "o":
+            seen.queued.append((name, int(n), int(done_ms)))
+        elif tag == "s":
+            seen.stock[name], seen.at_ms = int(n), int(done_ms)
+        else:
+            seen.overdue = True
+    if seen.owner != player_id:
+        raise NotYourVillage(f"you have no village {village_id}")
+    seen.queued.sort(key=lambda o: o[2])
+    return seen
 
 
 async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> dict[str, Any]:
-    owner: int | None = None
-    buildings: dict[str, int] = {}
-    queued: list[BuildOrderInfo] = []
-    for tag, name, n, done_ms in await tx.session.execute(_BUILD_READS, {"village_id": village_id}):
-        if tag == "v":
-            owner = int(n)
-        elif tag == "b":
-            buildings[name] = int(n)
-        else:
-            queued.append(BuildOrderInfo(name, int(n), int(done_ms)))
-    if owner != player_id:
-        raise NotYourVillage(f"you have no village {village_id}")
-    queued.sort(key=lambda o: o.done_ms)
-    plan = plan_build(kind, buildings, queued, tx.now_ms, tx.world_speed)
+    seen = await _read(tx, player_id, village_id, BuildOrder)
+    queued = [BuildOrderInfo(name, n, done_ms) for name, n, done_ms in seen.queued]
+    plan = plan_build(kind, seen.buildings, queued, tx.now_ms, tx.world_speed)
     order_id, spent_ms = await _place_order(
-        tx, player_id, village_id, plan.cost.as_dict(), BuildOrder, BUILD_DONE,
+        tx, player_id, village_id, plan.cost.as_dict(), seen, BuildOrder, BUILD_DONE,
         kind=plan.kind, target_level=plan.target_level,
         started_ms=plan.start_ms, done_ms=plan.done_ms,
     )  # fmt: skip
@@ -169,22 +225,14 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
 async def train(
     tx: CommandTx, player_id: int, village_id: int, unit: str, count: int
 ) -> dict[str, Any]:
-    await own_village(tx, player_id, village_id)
+    seen = await _read(tx, player_id, village_id, TrainingOrder)
     spec = UNITS.get(unit)  # an unknown unit is refused by plan_training
     building = spec.trained_in if spec else "barracks"
-    barracks = (await state.buildings_of(tx.session, village_id)).get(building, 0)
-    queued = (
-        (
-            await tx.session.execute(
-                select(TrainingOrder.done_ms).where(TrainingOrder.village_id == village_id)
-            )
-        )
-        .scalars()
-        .all()
-    )
-    plan = plan_training(unit, count, barracks, list(queued), tx.now_ms, tx.world_speed)
+    barracks = seen.buildings.get(building, 0)
+    queued = [done_ms for _, _, done_ms in seen.queued]
+    plan = plan_training(unit, count, barracks, queued, tx.now_ms, tx.world_speed)
     order_id, spent_ms = await _place_order(
-        tx, player_id, village_id, plan.cost.as_dict(), TrainingOrder, TRAIN_DONE,
+        tx, player_id, village_id, plan.cost.as_dict(), seen, TrainingOrder, TRAIN_DONE,
         unit=plan.unit, count=plan.count, started_ms=plan.start_ms, done_ms=plan.done_ms,
     )  # fmt: skip
     return {

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.queue.durable import add_durable_events
 from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
-from db.engine import is_constraint_race, is_transaction_conflict
+from db.engine import is_constraint_race, is_database_outage, is_transaction_conflict
 from db.models import IdempotentResponse
 from gameapi.places import PLACE_ERRORS
 from gameapi.routes import CommandRoute
@@ -84,17 +84,24 @@ class _Refused(Exception):
         self.rule, self.stored = rule, stored
 
 
-_STORED = select(
-    IdempotentResponse.request_hash, IdempotentResponse.status, IdempotentResponse.body
-).where(
-    IdempotentResponse.player_id == bindparam("player_id"),
-    IdempotentResponse.key == bindparam("key"),
+_STORED_COLUMNS = IdempotentResponse.__table__.c  # a Core statement: no ORM per-call work
+_STORED = select(_STORED_COLUMNS.request_hash, _STORED_COLUMNS.status, _STORED_COLUMNS.body).where(
+    _STORED_COLUMNS.player_id == bindparam("player_id"),
+    _STORED_COLUMNS.key == bindparam("key"),
 )
 
 
 async def _stored_in(session: AsyncSession, player_id: int, key: str) -> idempotency.Stored | None:
     row = (await session.execute(_STORED, {"player_id": player_id, "key": key})).first()
     return None if row is None else idempotency.Stored(row[0], row[1], row[2])
+
+
+def _retry_outage(exc: Exception, retried: bool, committing: bool, key: str | None) -> bool:
+    """Run the command once more after a lost connection (the pool keeps no pre-ping, so a
+    connection the server dropped fails on first use; the pool then renews them all).
+    Only when it cannot apply twice: it failed before its commit, or its key's row
+    answers a repeat of one that did commit."""
+    return not retried and is_database_outage(exc) and (not committing or bool(key))
 
 
 def command_handler(
@@ -124,8 +131,10 @@ def command_handler(
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
         world = WorldShape(app[SETTINGS].map_radius, app[SETTINGS].tick_shards)
-        for attempt in range(_CONFLICT_RETRIES):
+        outage_retried, conflicts = False, 0
+        while True:
             now = app[CLOCK].now_ms()
+            committing = False
             try:
                 async with app[SESSION_FACTORY]() as session, session.begin():
                     tx = Tx(
@@ -152,6 +161,7 @@ def command_handler(
                         await idempotency.store(
                             session, player_id, key, digest, route.status, result, now
                         )
+                    committing = True  # leaving the block commits: it may apply from here on
                 break
             except _Refused as refused:
                 if refused.stored is not None:
@@ -164,14 +174,19 @@ def command_handler(
                     return idempotency.replay(request, stored, digest)
                 if isinstance(exc, rule_errors):
                     raise rule_error(exc) from None
+                if _retry_outage(exc, outage_retried, committing, key):
+                    outage_retried = True
+                    continue
                 race = is_constraint_race(exc)
                 if isinstance(exc, IntegrityError) and not race:
                     raise
                 if not isinstance(exc, DBAPIError):
                     raise
-                if not (race or is_transaction_conflict(exc)) or attempt == _CONFLICT_RETRIES - 1:
+                retry = race or is_transaction_conflict(exc)
+                if not retry or conflicts == _CONFLICT_RETRIES - 1:
                     raise
-                await asyncio.sleep(0.01 * (attempt + 1))
+                conflicts += 1
+                await asyncio.sleep(0.01 * conflicts)
         work = Committed()
         work.add(tx, events)
         queue = app[QUEUE]

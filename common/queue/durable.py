@@ -32,6 +32,8 @@ from db.events import HOLDS_VILLAGE
 from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
+# a Core insert, built once: every command and many handlers write event rows
+_INSERT = insert(ScheduledEvent.__table__)  # type: ignore[arg-type]
 
 
 def _default_ids() -> IdGenerator:
@@ -89,7 +91,7 @@ async def add_durable_events(
             }
         )
         out.append(event)
-    await session.execute(insert(ScheduledEvent), rows)
+    await session.execute(_INSERT, rows)
     return out
 
 

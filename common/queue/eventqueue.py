@@ -37,6 +37,7 @@ from common.queue.line import supports as line_supported
 from common.queue.policy import RetryPolicy
 from common.queue.scripts import Script, load_script
 from common.redis_conn import AnyRedis
+from common.snapshot_versions import ScriptRunner
 
 MAX_CLAIM = 4000  # Lua's unpack() limit bounds one claim
 _IDLE_LINES = 4  # connections kept for concurrent schedule_many calls
@@ -313,6 +314,22 @@ class EventQueue:
         in flight at that moment would be delivered twice; its DB row makes the
         second delivery a no-op.)
         """
+        groups, earliest = self._grouped(events)
+        if not groups:
+            return 0
+        return await self._add(groups, earliest, nx=True)
+
+    async def index_on(self, client: ScriptRunner, events: Iterable[Event]) -> int:
+        """``index`` on the web tier's pipelined connection (one Redis, not a cluster): it goes
+        out in the same write as the other commands of its loop iteration."""
+        groups, earliest = self._grouped(events)
+        calls = self._schedule_calls(groups, earliest, nx=True)
+        added = await asyncio.gather(
+            *(client.eval_script(_SCHEDULE.text, keys, args) for keys, args in calls)
+        )
+        return sum(int(n) for n in added)
+
+    def _grouped(self, events: Iterable[Event]) -> tuple[dict[int, list[bytes]], dict[int, int]]:
         groups: dict[int, list[bytes]] = {}
         earliest: dict[int, int] = {}
         for event in events:
@@ -320,17 +337,21 @@ class EventQueue:
             groups.setdefault(p, []).append(codec.encode_event(event))
             if p not in earliest or event.due_ms < earliest[p]:
                 earliest[p] = event.due_ms
-        if not groups:
-            return 0
-        return await self._add(groups, earliest, nx=True)
+        return groups, earliest
 
-    async def _add(self, groups: dict[int, list[bytes]], earliest: dict[int, int], nx: bool) -> int:
+    def _schedule_calls(
+        self, groups: dict[int, list[bytes]], earliest: dict[int, int], nx: bool
+    ) -> list[tuple[tuple[str, str], tuple[str | bytes | int, ...]]]:
         flag = b"1" if nx else b"0"
-        calls = []
+        calls: list[tuple[tuple[str, str], tuple[str | bytes | int, ...]]] = []
         for p, blobs in groups.items():
             k = self._keys[p]
             args = (k.channel, flag, earliest[p], k.wake_message(earliest[p]), _envelope(blobs))
             calls.append(((k.due, k.byid), args))
+        return calls
+
+    async def _add(self, groups: dict[int, list[bytes]], earliest: dict[int, int], nx: bool) -> int:
+        calls = self._schedule_calls(groups, earliest, nx)
         if len(calls) == 1:
             keys, args = calls[0]
             return int(await _SCHEDULE(self.redis, keys, args))

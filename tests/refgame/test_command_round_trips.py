@@ -1,0 +1,264 @@
+"""How many PostgreSQL round trips a command costs through the web tier (a regression guard).
+
+A command's speed at 100 connections is bound by its round trips to the database, each
+one a wait on a loaded event loop. Counted here per request, on the web tier's own
+engine: every statement SQLAlchemy sends (``before_cursor_execute``) plus what asyncpg
+sends by itself outside the prepared statements (BEGIN, COMMIT, ROLLBACK and a pool's
+pre-ping), read from asyncpg's query logger. The hand-written ceiling
+(``bench.web.bare_commands``) makes 6 for a build and 3 for a refused one;
+before these were folded, ours made 12, 11 and 13.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import event, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from common.clock import ManualClock
+from common.settings import Settings, load_settings
+from db.engine import create_engine
+from db.models import ScheduledEvent
+from refgame.models import BuildOrder
+from refgame.resources import STOCKS
+from tests.conftest import TEST_REDIS_URL
+from tests.web.conftest import FAST_CONFIG, PASSWORD
+from webfront.app import create_app
+from webfront.state import ENGINE, QUEUE
+
+# the most each command kind may cost; lower them when a change saves a round trip
+MAX_BUILD = 7  # BEGIN, one read, spend, order row, event row, idempotency row, COMMIT
+MAX_REFUSED_BUILD = 4  # BEGIN, one read, the key's first answer, ROLLBACK
+MAX_REFUSED_TRAIN = 4
+
+
+@dataclass
+class RoundTrips:
+    """Round trips of the web tier's engine, by what they were."""
+
+    sent: list[str] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.sent.clear()
+
+    def statement(self, *args: Any) -> None:
+        self.sent.append(" ".join(str(args[2]).split())[:60])
+
+    def driver_query(self, record: Any) -> None:
+        # asyncpg's own statements (transactions, pings); SQLAlchemy's go through prepared
+        # statements, which this logger does not see, or through executemany, seen above
+        if record.args == () or record.query.strip() == ";":
+            self.sent.append(record.query.strip()[:60])
+
+
+def _count(engine: AsyncEngine) -> RoundTrips:
+    trips = RoundTrips()
+    event.listen(engine.sync_engine, "before_cursor_execute", trips.statement)
+
+    def on_connection(dbapi_connection: Any, *_: Any) -> None:
+        dbapi_connection.driver_connection.add_query_logger(trips.driver_query)
+
+    # connections made later, and those the pool already holds (the logger set dedupes)
+    event.listen(engine.sync_engine.pool, "connect", on_connection)
+    event.listen(engine.sync_engine.pool, "checkout", on_connection)
+    return trips
+
+
+@pytest.fixture
+def pg_settings(postgres_url: str, redis_prefix: str) -> Settings:
+    return load_settings(
+        database_url=postgres_url, redis_url=TEST_REDIS_URL, redis_prefix=redis_prefix,
+        game="refgame", map_radius=8,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def client(aiohttp_client: Any, pg_settings: Settings, redis: Redis) -> AsyncIterator[Any]:
+    app = create_app(pg_settings, ManualClock(1_750_000_000_000), config=replace(FAST_CONFIG))
+    yield await aiohttp_client(app)
+
+
+async def _player(client: Any, name: str) -> tuple[dict[str, str], int]:
+    resp = await client.post("/api/register", json={"name": name, "password": PASSWORD})
+    assert resp.status == 201, await resp.text()
+    data = await resp.json()
+    client.session.cookie_jar.clear()
+    return {"Authorization": f"Bearer {data['token']}"}, int(data["village_id"])
+
+
+async def _empty_stock(settings: Settings, village_id: int) -> None:
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                update(STOCKS.table)
+                .where(STOCKS.c.village_id == village_id)
+                .values(**dict.fromkeys(STOCKS.names, 0), **{f"{r}_rate": 0 for r in STOCKS.names})
+            )
+    finally:
+        await engine.dispose()
+
+
+async def _post(
+    client: Any, trips: RoundTrips, path: str, auth: dict[str, str], key: str, body: dict
+) -> tuple[int, list[str]]:
+    trips.clear()
+    resp = await client.post(path, json=body, headers={**auth, "Idempotency-Key": key})
+    await resp.read()
+    return resp.status, list(trips.sent)
+
+
+async def test_a_command_costs_few_round_trips(client: Any, pg_settings: Settings) -> None:
+    auth, village = await _player(client, "alice")
+    poor, poor_village = await _player(client, "bob")
+    await _empty_stock(pg_settings, poor_village)
+    trips = _count(client.app[ENGINE])
+    build = {"village_id": village, "kind": "woodcutter"}
+    # the first use of each statement prepares it: a cost paid once per connection
+    status, _ = await _post(client, trips, "/api/build", auth, "warm-1", build)
+    assert status == 200
+
+    status, sent = await _post(client, trips, "/api/build", auth, "build-1", build)
+    assert status == 200, sent
+    assert 0 < len(sent) <= MAX_BUILD, sent
+    assert sent[-1].rstrip(";") == "COMMIT", sent
+    # its event is in the queue's index before the answer (the web tier's pipelined index)
+    queue = client.app[QUEUE]
+    engine = create_engine(pg_settings)
+    try:
+        async with engine.connect() as conn:
+            ids = list(await conn.scalars(select(ScheduledEvent.id)))
+    finally:
+        await engine.dispose()
+    assert len(ids) == 2
+    assert await queue.missing(queue.partition_of(village), ids) == []
+
+    build = {"village_id": poor_village, "kind": "woodcutter"}
+    train = {"village_id": poor_village, "unit": "legionnaire", "count": 1}
+    auth = poor
+    # the first refusal prepares the refusal's statements
+    status, sent = await _post(client, trips, "/api/build", auth, "refused-1", build)
+    assert status == 409, sent
+    status, sent = await _post(client, trips, "/api/build", auth, "refused-2", build)
+    assert status == 409, sent
+    assert 0 < len(sent) <= MAX_REFUSED_BUILD, sent
+    assert not any(s.startswith(("UPDATE", "INSERT", "DELETE")) for s in sent), sent
+
+    status, _ = await _post(client, trips, "/api/train", auth, "refused-3", train)
+    status, sent = await _post(client, trips, "/api/train", auth, "refused-4", train)
+    assert status == 409, sent
+    assert 0 < len(sent) <= MAX_REFUSED_TRAIN, sent
+    assert not any(s.startswith(("UPDATE", "INSERT", "DELETE")) for s in sent), sent
+
+
+async def test_a_command_after_the_server_dropped_the_pool_applies_once(
+    client: Any, pg_settings: Settings
+) -> None:
+    """No pre-ping: the connections a PostgreSQL restart closed are replaced, and the
+    command runs once (the same happens to every pooled connection in a restart)."""
+    auth, village = await _player(client, "alice")
+    build = {"village_id": village, "kind": "woodcutter"}
+    status, _ = await _post(client, _count(client.app[ENGINE]), "/api/build", auth, "k1", build)
+    assert status == 200
+    engine = create_engine(pg_settings)
+    try:
+        async with engine.connect() as conn:
+            dropped = await conn.scalar(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            assert dropped and dropped >= 1
+        resp = await client.post(
+            "/api/build", json=build, headers={**auth, "Idempotency-Key": "k2"}
+        )
+        assert resp.status == 200, await resp.text()
+        async with engine.connect() as conn:
+            orders = await conn.scalar(
+                select(func.count()).select_from(BuildOrder).where(BuildOrder.village_id == village)
+            )
+        assert orders == 2
+    finally:
+        await engine.dispose()
+
+
+NOW_MS = 1_750_000_000_000
+
+
+async def _pending(
+    settings: Settings, event_id: int, village_id: int, due_ms: int, **row: Any
+) -> None:
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                insert(ScheduledEvent).values(
+                    id=event_id, kind="build_done", village_id=village_id, due_ms=due_ms,
+                    priority=0, payload=b"\x80", created_ms=due_ms - 1, **row,
+                )
+            )  # fmt: skip
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def any_db_client(aiohttp_client: Any, settings: Settings, redis: Redis) -> Any:
+    game_settings = settings.model_copy(update={"game": "refgame", "map_radius": 8})
+    app = create_app(game_settings, ManualClock(NOW_MS), config=replace(FAST_CONFIG))
+    return await aiohttp_client(app)
+
+
+async def test_the_one_read_holds_what_the_separate_reads_held(
+    any_db_client: Any, settings: Settings
+) -> None:
+    """The overdue check and the settle horizon, folded into the command's read, still
+    refuse a village with an overdue event and settle no later than the earliest one."""
+    client = any_db_client
+    auth, village = await _player(client, "alice")
+    _, other = await _player(client, "bob")
+
+    async def build(key: str) -> tuple[int, dict[str, Any]]:
+        resp = await client.post(
+            "/api/build",
+            json={"village_id": village, "kind": "woodcutter"},
+            headers={**auth, "Idempotency-Key": key},
+        )
+        return resp.status, await resp.json()
+
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:  # last settled before the event below was due
+            await conn.execute(
+                update(STOCKS.table)
+                .where(STOCKS.c.village_id == village)
+                .values(updated_ms=NOW_MS - 10_000)
+            )
+    finally:
+        await engine.dispose()
+    # a healthy event overdue elsewhere: the stock is settled at its due time
+    await _pending(settings, 1, other, NOW_MS - 5_000)
+    status, order = await build("k1")
+    assert status == 200, order
+    assert order["spent_ms"] == NOW_MS - 5_000
+    # one overdue here that failed once still holds this village (not the world)
+    await _pending(settings, 2, village, NOW_MS - 1_000, attempts=1)
+    status, error = await build("k2")
+    assert status == 409 and error["error"]["code"] == "events_pending", error
+    # a dead one holds nothing
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                update(ScheduledEvent).where(ScheduledEvent.id == 2).values(dead_ms=NOW_MS)
+            )
+    finally:
+        await engine.dispose()
+    status, order = await build("k3")
+    assert status == 200, order
+    assert order["spent_ms"] == NOW_MS - 5_000
