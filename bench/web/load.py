@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,6 @@ function init(args)
     if not r[5] then formatted[i] = wrk.format(r[1], r[2], r[3], r[4]) end
   end
   counter = offset or 0
-  run = tostring(math.random(1, 1000000000))
 end
 function request()
   counter = counter + 1
@@ -75,8 +75,11 @@ end
 """
 
 
-def wrk_script(requests: Sequence[Req]) -> str:
-    lines = ["reqs = {"]
+def wrk_script(requests: Sequence[Req], run: str | None = None) -> str:
+    """The Lua script for ``requests``; fresh idempotency keys carry ``run`` (random by
+    default: wrk's own ``math.random`` is unseeded, so every run would repeat the keys of
+    the one before and be answered as a replay)."""
+    lines = [f"run = {_lua_str(run or secrets.token_hex(8))}", "reqs = {"]
     for r in requests:
         headers = ", ".join(f"[ {_lua_str(k)} ] = {_lua_str(v)}" for k, v in r.headers.items())
         body = _lua_str(r.body) if r.body is not None else "nil"

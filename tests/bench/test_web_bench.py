@@ -125,6 +125,15 @@ def test_wrk_script_quotes_what_it_embeds() -> None:
     assert script.count("reqs = {") == 1 and "function done" in script
 
 
+def test_each_wrk_script_keys_its_commands_apart() -> None:
+    """wrk's math.random is unseeded: a run token from Lua would repeat the last run's keys."""
+    reqs = [Req("POST", "/api/build", {}, "{}", fresh_key=True)]
+    scripts = [wrk_script(reqs) for _ in range(3)]
+    runs = {line for script in scripts for line in script.splitlines() if line.startswith("run = ")}
+    assert len(runs) == 3
+    assert "run = [=[abc]=]" in wrk_script(reqs, "abc")
+
+
 def test_web_bench_measures_the_command_ceiling_on_postgresql(tmp_path: Path) -> None:
     tag = uuid.uuid4().hex[:8]
     proc = subprocess.run(
