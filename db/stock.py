@@ -40,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.amounts import to_fixed
+from db import driver
 from db.events import PendingHead, earliest_due, earliest_pending, overdue_villages, written
 from db.models import NAMING
 
@@ -310,9 +311,8 @@ class Stocks:
         self._known(cost)
         params = {f"spend_{res}": cost.get(res, 0) for res in self.names}
         params.update(spend_village=village_id, spend_now_ms=now_ms)
-        result = await db.execute(self._prepared_spend(_dialect(db)), params)
-        settled = result.scalar()
-        return None if settled is None else int(settled)
+        found = await driver.rows(db, self._prepared_spend(_dialect(db)), params)
+        return int(found[0][0]) if found else None
 
     def _prepared_spend(self, dialect: str) -> Update:
         """``spend``'s UPDATE with the village, the time and the cost as parameters, built

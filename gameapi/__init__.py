@@ -11,6 +11,7 @@ from common.queue.events import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.policy import RetryPolicy
 from common.queue.tx import Tx, UnknownEventKind, WorldShape
+from db.driver import Rows
 from db.models import NAMING, Player, Village
 from gameapi.aggregates import json_list
 from gameapi.bench import GameBench
@@ -54,6 +55,7 @@ __all__ = [
     "QueryRoute",
     "Resource",
     "RetryPolicy",
+    "Rows",
     "SnapshotPart",
     "Stocks",
     "StrictBody",

@@ -9,6 +9,7 @@ caller rolls back, so nothing changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
@@ -23,10 +24,12 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from common.amounts import to_fixed, to_units
 from db import events as pending
 from db.models import Village
+from gameapi import Rows
 from gameapi.routes import CommandRoute
 from refgame import state
 from refgame.buildings import BuildOrderInfo, plan_build
@@ -53,6 +56,12 @@ class CommandTx(state.GameTx, Protocol):
     now_ms: int
 
     async def cancel(self, event_id: int) -> bool: ...
+
+    async def connection(self) -> AsyncConnection: ...
+
+    async def rows(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows: ...
+
+    async def read(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows: ...
 
     def alert(self, player_id: int, kind: str, data: dict[str, Any] | None = None) -> None: ...
 
@@ -104,7 +113,7 @@ async def pay(
         check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
         at = seen.at_ms
     spent = await STOCKS.spend(
-        tx.session, village_id, {r: to_fixed(n) for r, n in cost.items()}, at
+        await tx.connection(), village_id, {r: to_fixed(n) for r, n in cost.items()}, at
     )
     if spent is None:
         # tell what is missing, per resource (the same settled stock the spend compared)
@@ -135,10 +144,7 @@ async def _place_order(
     """Pay ``cost``, insert the queue order row and schedule its completion event at
     ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
     spent_ms = await pay(tx, village_id, cost, seen)
-    inserted = await tx.session.execute(
-        _ORDER_INSERTS[order], {"village_id": village_id, **columns}
-    )
-    order_id = inserted.scalar_one()
+    ((order_id,),) = await tx.rows(_ORDER_INSERTS[order], {"village_id": village_id, **columns})
     tx.schedule(done_event, village_id, columns["done_ms"], {"order_id": order_id})
     tx.touch_players([player_id])
     return order_id, spent_ms
@@ -185,7 +191,7 @@ async def _read(
         stmt = _READS[(queue.__name__, dialect)] = _reads(queue, dialect)
     seen = _Seen()
     params = {"village_id": village_id, "now_ms": tx.now_ms}
-    for tag, name, n, done_ms in await tx.session.execute(stmt, params):
+    for tag, name, n, done_ms in await tx.read(stmt, params):
         if tag == "v":
             seen.owner = int(n)
         elif tag == "b":

@@ -29,11 +29,12 @@ from aiohttp import web
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from common.queue.durable import add_durable_events
 from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
+from db import driver
 from db.engine import is_constraint_race, is_database_outage, is_transaction_conflict
 from db.models import IdempotentResponse
 from gameapi.places import PLACE_ERRORS
@@ -55,7 +56,6 @@ from webfront.state import (
     LIMITER,
     LOCAL_CACHE,
     QUEUE,
-    SESSION_FACTORY,
     SETTINGS,
 )
 from webfront.validation import read_body
@@ -91,9 +91,9 @@ _STORED = select(_STORED_COLUMNS.request_hash, _STORED_COLUMNS.status, _STORED_C
 )
 
 
-async def _stored_in(session: AsyncSession, player_id: int, key: str) -> idempotency.Stored | None:
-    row = (await session.execute(_STORED, {"player_id": player_id, "key": key})).first()
-    return None if row is None else idempotency.Stored(row[0], row[1], row[2])
+async def _stored_in(conn: AsyncConnection, player_id: int, key: str) -> idempotency.Stored | None:
+    found = await driver.rows(conn, _STORED, {"player_id": player_id, "key": key}, begin=False)
+    return idempotency.Stored(*found[0]) if found else None
 
 
 def _retry_outage(exc: Exception, retried: bool, committing: bool, key: str | None) -> bool:
@@ -136,9 +136,11 @@ def command_handler(
             now = app[CLOCK].now_ms()
             committing = False
             try:
-                async with app[SESSION_FACTORY]() as session, session.begin():
+                # a Core transaction: the game's statements go through ``tx.rows``/``read``
+                # and ``Stocks`` on it; a session is made only when the game asks for one
+                async with engine.connect() as conn, conn.begin():
                     tx = Tx(
-                        session,
+                        None,
                         now,
                         speed,
                         app[IDS],
@@ -146,21 +148,26 @@ def command_handler(
                         player_id=player_id,
                         stocks=stocks,
                         world=world,
+                        connection=conn,
                     )
                     try:
-                        result = await route.handler(tx, player_id, body)
-                    except rule_errors as exc:
-                        # a repeat of a command that went through may be refused now: its
-                        # first answer is read in this transaction (no second connection)
-                        stored = await _stored_in(session, player_id, key) if key else None
-                        raise _Refused(exc, stored) from None
-                    events = await add_durable_events(
-                        session, tx.events, clock=app[CLOCK], ids=app[IDS]
-                    )
-                    if key:
-                        await idempotency.store(
-                            session, player_id, key, digest, route.status, result, now
+                        try:
+                            result = await route.handler(tx, player_id, body)
+                        except rule_errors as exc:
+                            # a repeat of a command that went through may be refused now:
+                            # its first answer is read on this connection
+                            stored = await _stored_in(conn, player_id, key) if key else None
+                            raise _Refused(exc, stored) from None
+                        await tx.flush()
+                        events = await add_durable_events(
+                            conn, tx.events, clock=app[CLOCK], ids=app[IDS]
                         )
+                        if key:
+                            await idempotency.store(
+                                conn, player_id, key, digest, route.status, result, now
+                            )
+                    finally:
+                        await tx.close()
                     committing = True  # leaving the block commits: it may apply from here on
                 break
             except _Refused as refused:

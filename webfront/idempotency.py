@@ -26,8 +26,9 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 from sqlalchemy import insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
+from db import driver
 from db.models import IdempotentResponse
 from webfront.codec import respond
 from webfront.errors import ApiError
@@ -80,7 +81,7 @@ async def lookup(engine: AsyncEngine, player_id: int, key: str) -> Stored | None
 
 
 async def store(
-    session: AsyncSession,
+    db: AsyncSession | AsyncConnection,
     player_id: int,
     key: str,
     digest: str,
@@ -96,7 +97,7 @@ async def store(
         "body": body,
         "created_ms": now_ms,
     }
-    await session.execute(_STORE, row)
+    await driver.rows(db, _STORE, row)
 
 
 def replay(request: web.Request, stored: Stored, digest: str) -> web.Response:

@@ -16,13 +16,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.queue.errors import ScheduleError
 from common.queue.events import NewEvent
+from db import driver
 from db.models import ScheduledEvent
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from collections.abc import Mapping
+
+    from sqlalchemy.ext.asyncio import AsyncConnection
+    from sqlalchemy.sql import Executable
 
     from common.ids import IdGenerator
     from db.stock import Stocks
@@ -44,7 +49,9 @@ class WorldShape:
 class Tx:
     """A game transaction.
 
-    ``session``: the AsyncSession of the transaction. ``stocks``: the game's stock
+    ``session``: the AsyncSession of the transaction (a command's is made on first use,
+    on the transaction's ``connection``: a command whose statements all go through
+    ``rows``, ``read`` and ``Stocks`` never pays for one). ``stocks``: the game's stock
     statements (settle, spend, deposit, rates). ``now_ms``: the time the
     work happens at (a command's arrival, an event's run). ``player_id``: the
     commanding player (None in handlers). ``kinds``: the event kinds the loaded
@@ -53,6 +60,7 @@ class Tx:
     """
 
     __slots__ = (
+        "_connection",
         "_session",
         "_stocks",
         "alerts",
@@ -79,8 +87,10 @@ class Tx:
         player_id: int | None = None,
         stocks: Stocks | None = None,
         world: WorldShape | None = None,
+        connection: AsyncConnection | None = None,
     ) -> None:
         self._session = session
+        self._connection = connection  # in a transaction already (a command's)
         self.world = world
         self.now_ms = now_ms
         self.world_speed = world_speed
@@ -96,6 +106,9 @@ class Tx:
 
     @property
     def session(self) -> AsyncSession:
+        if self._session is None and self._connection is not None:
+            # joins the connection's transaction: the command commits or rolls back both
+            self._session = AsyncSession(bind=self._connection, expire_on_commit=False)
         if self._session is None:
             raise RuntimeError(
                 "this handler was registered with durable=False and has no DB session; "
@@ -112,7 +125,47 @@ class Tx:
 
     @property
     def has_session(self) -> bool:
-        return self._session is not None
+        return self._session is not None or self._connection is not None
+
+    async def connection(self) -> AsyncConnection:
+        """The transaction's Core connection (for ``Stocks`` and ``db.driver``), with the
+        session's pending ORM objects written first, so a statement on it sees them."""
+        if self._connection is None:
+            return await self.session.connection()
+        await self.flush()
+        return self._connection
+
+    async def flush(self) -> None:
+        """Write the session's pending ORM objects (before a command commits)."""
+        session = self._session
+        if session is not None and (session.new or session.dirty or session.deleted):
+            await session.flush()
+
+    async def close(self) -> None:
+        """Let go of a session made on the command's connection (its objects, not the
+        connection: the command's transaction ends it)."""
+        if self._session is not None and self._connection is not None:
+            await self._session.close()
+
+    async def rows(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> driver.Rows:
+        """The rows of a Core ``statement`` (a select, or a write with RETURNING; [] for a
+        write without) run in this transaction, as plain sequences (index or unpack them).
+
+        For the statements a command runs every time: built once (at import), they skip
+        SQLAlchemy's execution layers on PostgreSQL (``db.driver``); elsewhere, and for
+        what the fast path does not take, ``session.execute`` runs them.
+        """
+        return await driver.rows(await self.connection(), statement, params)
+
+    async def read(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> driver.Rows:
+        """``rows`` for a read that locks nothing (no FOR UPDATE): it may run before the
+        transaction begins, so a command whose rules refuse it after its reads costs no
+        transaction (``db.driver.rows``, ``begin=False``)."""
+        return await driver.rows(await self.connection(), statement, params, begin=False)
 
     def schedule(
         self,

@@ -6,14 +6,15 @@ Games test their commands and events with ``gameapi.testing.GameDriver``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgpack
 from sqlalchemy import delete, insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.ids import IdGenerator
+from db.driver import Rows, rows
 from db.models import ScheduledEvent
 
 
@@ -40,6 +41,15 @@ class DriverTx:
 
     def alert(self, player_id: int, kind: str, data: dict[str, Any] | None = None) -> None:
         self.alerts.append((player_id, kind, data or {}))
+
+    async def connection(self) -> AsyncConnection:
+        return await self.session.connection()
+
+    async def rows(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows:
+        return await rows(self.session, statement, params)
+
+    async def read(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows:
+        return await rows(self.session, statement, params, begin=False)
 
     async def cancel(self, event_id: int) -> bool:
         result = await self.session.execute(

@@ -1,0 +1,172 @@
+"""Core statements run on the driver connection under a session's transaction.
+
+A command is a handful of small statements, and on PostgreSQL most of its CPU went into
+SQLAlchemy's execution layers around them (ORM session, Core execution context, the
+greenlet bridge, result objects), about as much again as the driver and the database
+took. ``rows`` compiles a Core statement once per dialect and hands it straight to
+asyncpg (its own prepared-statement cache) on the connection the session's transaction
+holds, so it commits or rolls back with everything else the transaction did.
+
+What takes the fast path: a statement object compiled before (statements built once at
+import, as the framework's and games' hot statements are), whose result columns are of
+types asyncpg returns as SQLAlchemy would (integers, strings, booleans, JSON). Anything
+else, and every other driver (SQLite), runs through the session as usual, with the same
+results. Rows are plain sequences (index or unpack them; no attribute access).
+
+Errors are SQLAlchemy's: a driver error is wrapped as SQLAlchemy wraps it (``DBAPIError``
+subclasses carrying the SQLSTATE), and a connection the server dropped is invalidated, so
+``db.engine``'s classifiers and every retry loop treat both paths alike.
+
+The one place that relies on SQLAlchemy's asyncpg adapter internals (how it starts its
+transaction lazily); ``tests/db/test_driver.py`` fails if a SQLAlchemy release changes them,
+and ``FAST_PATH`` is off (everything runs through the session) when they are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Integer, String
+from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_connection
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.sql import ClauseElement, Executable
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import ValuesBase
+
+Rows = Sequence[Sequence[Any]]
+
+FAST_PATH = all(
+    hasattr(AsyncAdapt_asyncpg_connection, name)
+    for name in ("_transaction", "_execute_mutex", "_start_transaction", "_handle_exception")
+)
+
+# result column types asyncpg decodes to what SQLAlchemy's result processing gives
+_AS_IS = (Integer, String, Boolean, JSON)
+_MAX_STATEMENTS = 1024  # a game that builds statements per call falls back, not grows
+
+
+class _Prepared:
+    __slots__ = ("compiled", "names", "processors", "statement")
+
+    def __init__(self, statement: Executable, compiled: SQLCompiler) -> None:
+        self.statement = statement  # held: the cache is keyed by its id()
+        self.compiled = compiled
+        self.names = tuple(compiled.positiontup or ())
+        self.processors: dict[str, Any] = dict(compiled._bind_processors)
+
+    def arguments(self, params: Mapping[str, Any]) -> list[Any]:
+        values = self.compiled.construct_params(params) or {}
+        out = []
+        for name in self.names:
+            value = values[name]
+            process = self.processors.get(name)
+            out.append(value if process is None or value is None else process(value))
+        return out
+
+
+_PREPARED: dict[tuple[int, str, tuple[str, ...]], _Prepared | None] = {}
+
+
+def _prepared(
+    statement: Executable, dialect: Dialect, params: Mapping[str, Any]
+) -> _Prepared | None:
+    """The compiled form, or None when the statement must run through SQLAlchemy."""
+    # an INSERT or UPDATE names the columns its parameters give (as SQLAlchemy compiles it)
+    names = tuple(sorted(params)) if isinstance(statement, ValuesBase) else ()
+    key = (id(statement), dialect.name, names)
+    if key in _PREPARED:
+        found = _PREPARED[key]
+        if found is None or found.statement is statement:
+            return found
+    if len(_PREPARED) >= _MAX_STATEMENTS:
+        return None
+    if not isinstance(statement, ClauseElement):
+        return None
+    compiled: SQLCompiler = statement.compile(  # type: ignore[assignment]
+        dialect=dialect, column_keys=list(names) or None
+    )
+    columns = getattr(statement, "exported_columns", ())
+    fits = (
+        all(isinstance(column.type, _AS_IS) for column in columns)
+        # a column default computed in Python is SQLAlchemy's execution context's work
+        and not compiled.insert_prefetch
+        and not compiled.update_prefetch
+    )
+    prepared = _Prepared(statement, compiled) if fits else None
+    _PREPARED[key] = prepared
+    return prepared
+
+
+async def rows(
+    db: AsyncSession | AsyncConnection,
+    statement: Executable,
+    params: Mapping[str, Any] | None = None,
+    *,
+    begin: bool = True,
+) -> Rows:
+    """The rows of ``statement`` (a select, or a write with RETURNING; [] for a write
+    without), run in ``db``'s transaction.
+
+    ``begin=False``: the statement locks nothing (a plain read), so on the fast path it may
+    run before the transaction's first statement, alone, without a BEGIN; the transaction
+    begins with the first statement that needs it. At PostgreSQL's READ COMMITTED every
+    statement sees the database as of its own start either way, so this changes no
+    result, and a command its rules refuse after its reads costs no transaction at all.
+    """
+    params = params or {}
+    if isinstance(db, AsyncSession):
+        if db.new or db.dirty or db.deleted:
+            await db.flush()  # the session's pending objects: what its own execute flushes
+        conn = await db.connection()
+    else:
+        conn = db
+    prepared = _prepared(statement, conn.dialect, params) if _fast(conn) else None
+    if prepared is None:
+        result = await conn.execute(statement, params)
+        return result.all() if result.returns_rows else []
+    return await _run(conn, prepared, prepared.arguments(params), begin)
+
+
+def _fast(conn: AsyncConnection) -> bool:
+    return FAST_PATH and conn.dialect.driver == "asyncpg"
+
+
+async def _run(conn: AsyncConnection, prepared: _Prepared, args: list[Any], begin: bool) -> Rows:
+    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    driver = adapter._connection
+    sql = prepared.compiled.string
+    try:
+        async with adapter._execute_mutex:
+            if begin and adapter._transaction is None:
+                await adapter._start_transaction()
+            return await driver.fetch(sql, *args)  # type: ignore[no-any-return]
+    except Exception as error:
+        raise await _wrapped(conn, adapter, error, sql) from error
+
+
+async def _wrapped(conn: AsyncConnection, adapter: Any, error: Exception, sql: str) -> Exception:
+    """``error`` as SQLAlchemy would have raised it; a dropped connection is invalidated."""
+    if isinstance(error, DBAPIError):
+        return error  # raised by the adapter's own transaction start, already translated
+    try:
+        adapter._handle_exception(error)
+    except Exception as translated:
+        dbapi_error = translated
+    else:  # pragma: no cover - _handle_exception always raises
+        dbapi_error = error
+    dialect = conn.dialect
+    invalidated = bool(dialect.is_disconnect(dbapi_error, adapter, None))  # type: ignore[arg-type]
+    if invalidated:
+        await conn.invalidate(dbapi_error)
+    return DBAPIError.instance(
+        sql,
+        None,
+        dbapi_error,
+        dialect.loaded_dbapi.Error,
+        hide_parameters=True,
+        dialect=dialect,
+        connection_invalidated=invalidated,
+    )

@@ -1,0 +1,149 @@
+"""``db.driver.rows``: Core statements on the driver connection, inside the session's
+transaction, with SQLAlchemy's results and errors (PostgreSQL fast path, SQLite through
+the session)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Boolean, bindparam, event, func, insert, literal_column, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from db import driver
+from db.engine import is_constraint_race, is_database_outage, session_factory
+from db.models import IdempotentResponse
+
+T = IdempotentResponse.__table__.c
+STORE = insert(IdempotentResponse.__table__).returning(T.key, T.body)  # type: ignore[arg-type]
+READ = select(T.key, T.status, T.body).where(T.player_id == bindparam("player_id")).order_by(T.key)
+IN_OWN_STATEMENT = select(
+    literal_column("(statement_timestamp() = transaction_timestamp())", Boolean)
+)
+SIMPLE_STATEMENT = select(func.count()).select_from(IdempotentResponse.__table__)
+
+
+def _row(key: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"player_id": 7, "key": key, "request_hash": "h", "status": 200, "body": body,
+            "created_ms": 1}  # fmt: skip
+
+
+class Statements:
+    """Counts the statements SQLAlchemy itself sends (the fast path sends none)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.sent: list[str] = []
+        event.listen(engine.sync_engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *args: Any) -> None:
+        self.sent.append(args[2])
+
+
+@pytest.fixture
+async def counted(engine: AsyncEngine) -> AsyncIterator[Statements]:
+    yield Statements(engine)
+
+
+async def test_rows_write_and_read_json_like_the_session(
+    engine: AsyncEngine, counted: Statements
+) -> None:
+    body = {"order_id": 5, "cost": {"wood": 1.5}, "names": ["a", "b"]}
+    async with session_factory(engine)() as session, session.begin():
+        written = await driver.rows(session, STORE, _row("k1", body))
+        assert [tuple(r) for r in written] == [("k1", body)]
+        read = await driver.rows(session, READ, {"player_id": 7})
+        assert [tuple(r) for r in read] == [("k1", 200, body)]
+        # the same statement through SQLAlchemy gives the same rows
+        assert [tuple(r) for r in await session.execute(READ, {"player_id": 7})] == [
+            tuple(r) for r in read
+        ]
+    fast = engine.dialect.driver == "asyncpg"
+    assert driver.FAST_PATH, "SQLAlchemy's asyncpg adapter changed: see db/driver.py"
+    # SQLAlchemy sent the comparison read only on the fast path, everything on SQLite
+    assert len([s for s in counted.sent if "idempotent_responses" in s]) == (1 if fast else 3)
+
+
+async def test_a_rollback_undoes_fast_and_session_writes_alike(engine: AsyncEngine) -> None:
+    factory = session_factory(engine)
+    with pytest.raises(RuntimeError):
+        async with factory() as session, session.begin():
+            await driver.rows(session, STORE, _row("fast", {}))
+            await session.execute(insert(IdempotentResponse.__table__), _row("slow", {}))  # type: ignore[arg-type]
+            raise RuntimeError("roll back")
+    async with factory() as session, session.begin():
+        assert await driver.rows(session, READ, {"player_id": 7}) == []
+        await session.execute(insert(IdempotentResponse.__table__), _row("slow", {}))  # type: ignore[arg-type]
+        await driver.rows(session, STORE, _row("fast", {}))
+    async with factory() as session:
+        assert [r[0] for r in await driver.rows(session, READ, {"player_id": 7})] == [
+            "fast",
+            "slow",
+        ]
+
+
+async def test_a_read_that_locks_nothing_runs_before_begin(postgres_url: str) -> None:
+    from common.settings import load_settings
+    from db.engine import create_engine
+
+    engine = create_engine(load_settings(database_url=postgres_url), pool_pre_ping=False)
+    sent: list[str] = []
+
+    def log(dbapi_connection: Any, *_: Any) -> None:
+        dbapi_connection.driver_connection.add_query_logger(lambda r: sent.append(r.query))
+
+    event.listen(engine.sync_engine.pool, "connect", log)
+    try:
+        factory = session_factory(engine)
+        async with factory() as session, session.begin():
+            await driver.rows(session, SIMPLE_STATEMENT, begin=False)
+            assert not any(q.startswith("BEGIN") for q in sent)  # alone, no transaction yet
+            await driver.rows(session, SIMPLE_STATEMENT)
+            assert [q for q in sent if q.startswith("BEGIN")] == [sent[1]]  # it began first
+            await driver.rows(session, SIMPLE_STATEMENT, begin=False)  # inside the transaction
+        assert len([q for q in sent if q.startswith("BEGIN")]) == 1
+        sent.clear()
+        async with factory() as session, session.begin():
+            await driver.rows(session, STORE, _row("w", {}))  # a write begins at once
+            assert sent[0].startswith("BEGIN")
+        async with factory() as session:
+            assert [r[0] for r in await driver.rows(session, READ, {"player_id": 7})] == ["w"]
+    finally:
+        await engine.dispose()
+
+
+async def test_errors_are_sqlalchemys(engine: AsyncEngine) -> None:
+    factory = session_factory(engine)
+    async with factory() as session, session.begin():
+        await driver.rows(session, STORE, _row("dup", {}))
+    with pytest.raises(IntegrityError) as raised:
+        async with factory() as session, session.begin():
+            await driver.rows(session, STORE, _row("dup", {}))
+    assert is_constraint_race(raised.value)
+    async with factory() as session:  # the pool's connection is usable again
+        assert (await driver.rows(session, SIMPLE_STATEMENT))[0][0] == 1
+
+
+async def test_a_dropped_connection_is_an_outage_and_is_replaced(postgres_url: str) -> None:
+    from common.settings import load_settings
+    from db.engine import create_engine
+
+    settings = load_settings(database_url=postgres_url)
+    engine = create_engine(settings, pool_size=1, max_overflow=0, pool_pre_ping=False)
+    admin = create_engine(settings)
+    try:
+        factory = session_factory(engine)
+        async with factory() as session:
+            pid = (await driver.rows(session, select(func.pg_backend_pid())))[0][0]
+            async with admin.connect() as other:  # returns once the backend is gone
+                await other.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid})
+            with pytest.raises(DBAPIError) as raised:
+                await driver.rows(session, SIMPLE_STATEMENT)
+        assert is_database_outage(raised.value)
+        assert raised.value.connection_invalidated
+        async with factory() as session:  # the one pooled connection was replaced
+            assert (await driver.rows(session, SIMPLE_STATEMENT))[0][0] == 0
+    finally:
+        await engine.dispose()
+        await admin.dispose()
