@@ -185,7 +185,7 @@ _READS: dict[tuple[str, str], CompoundSelect] = {}
 async def _read(
     tx: CommandTx, player_id: int, village_id: int, queue: type[BuildOrder] | type[TrainingOrder]
 ) -> _Seen:
-    dialect = tx.session.get_bind().dialect.name
+    dialect = (await tx.connection()).dialect.name
     stmt = _READS.get((queue.__name__, dialect))
     if stmt is None:
         stmt = _READS[(queue.__name__, dialect)] = _reads(queue, dialect)
