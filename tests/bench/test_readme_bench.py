@@ -313,3 +313,37 @@ def test_a_several_process_web_run_is_shown_beside_the_one_process_run(tmp_path:
         setup = f"web, SQLite bench server, {processes}, 100 connections"
         assert rows[f"{setup}: snapshot poll answered 304"][0] == "17,083 req/s, p99 44 ms"
     assert "web SQLite 1.5; web SQLite processes 1.5" in block
+
+
+def test_commands_are_shown_beside_their_hand_written_ceiling(tmp_path: Path) -> None:
+    def phase(name: str, rps: float, p99: float, cpu_us: float) -> dict[str, Any]:
+        return {**_web_result(name, rps, p99), "server_cpu_us_per_request": cpu_us}
+
+    figures = {
+        "benchmark": "web_postgresql", "machine": MACHINE, "connections": 100, "workers": 1,
+        "finished_at": "2026-01-10T09:10:00+0000", "target": "bench server (postgresql)",
+        "targets": {**WEB_TARGETS, "commands_ratio": 0.5, "commands_p99_ms": 100.0},
+        "ratios": {"poll_304_ratio": 0.9, "full_ratio": 0.7, "commands_ratio": 0.55,
+                   "refused_ratio": 0.3},
+        "targets_met": {"poll_304_ratio": True, "full_ratio": True, "poll_304_p99": True,
+                        "full_p99": True, "commands_ratio": True, "commands_p99": False,
+                        "refused_ratio": False, "refused_p99": False},
+        "results": [phase("bare", 40_000, 4, 50), phase("poll_304", 36_000, 4, 60),
+                    phase("full", 28_000, 5, 80), phase("bare_commands", 1_000, 300, 700),
+                    phase("commands", 550, 420, 1_300), phase("bare_refused", 2_000, 130, 400),
+                    phase("refused", 600, 380, 900)],
+    }  # fmt: skip
+    (tmp_path / "web_postgresql.json").write_text(json.dumps(figures))
+    rows = table_rows(render(load_published(tmp_path), tmp_path))
+    setup = "web, PostgreSQL bench server, 1 process, 100 connections"
+    assert rows[f"{setup}: build command"] == [
+        "550 req/s, p99 420 ms, 1,300 µs of web CPU each",
+        "aiohttp + asyncpg by hand 1,000 req/s, p99 300 ms, 700 µs each",
+        "0.55",
+        "ratio ≥ 0.5, p99 < 100 ms",
+        "**missed** (p99)",
+    ]
+    assert rows[f"{setup}: build command the rules refuse"][3:] == [
+        "ratio ≥ 0.5, p99 < 100 ms",
+        "**missed** (ratio, p99)",
+    ]
