@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy import bindparam, select
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from common.queue.durable import add_durable_events
@@ -96,12 +97,31 @@ async def _stored_in(conn: AsyncConnection, player_id: int, key: str) -> idempot
     return idempotency.Stored(*found[0]) if found else None
 
 
-def _retry_outage(exc: Exception, retried: bool, committing: bool, key: str | None) -> bool:
-    """Run the command once more after a lost connection (the pool keeps no pre-ping, so a
-    connection the server dropped fails on first use; the pool then renews them all).
-    Only when it cannot apply twice: it failed before its commit, or its key's row
-    answers a repeat of one that did commit."""
-    return not retried and is_database_outage(exc) and (not committing or bool(key))
+@dataclass
+class _Attempts:
+    """When a command that failed runs again, from the start: once after a lost connection
+    (the pool keeps no pre-ping, so a connection the server dropped fails on first use;
+    the pool then renews them all), only when it cannot apply twice (it failed before its
+    commit, or its key's row answers a repeat of one that did commit); and up to
+    ``_CONFLICT_RETRIES`` times in all after it lost to another transaction (a conflict or
+    a constraint race, ``db.engine``), a little later each time."""
+
+    key: str | None
+    outage_retried: bool = False
+    conflicts: int = 0
+
+    def again(self, exc: Exception, committing: bool) -> float | None:
+        """Seconds to wait before the next run, or None: ``exc`` is the answer."""
+        if not self.outage_retried and is_database_outage(exc) and (not committing or self.key):
+            self.outage_retried = True
+            return 0.0
+        lost = is_constraint_race(exc) or is_transaction_conflict(exc)
+        if not isinstance(exc, DBAPIError) or not lost:
+            return None
+        if self.conflicts == _CONFLICT_RETRIES - 1:
+            return None
+        self.conflicts += 1
+        return 0.01 * self.conflicts
 
 
 def command_handler(
@@ -131,7 +151,7 @@ def command_handler(
         speed = app[SETTINGS].world_speed
         stocks = stocks_of(app[GAME])
         world = WorldShape(app[SETTINGS].map_radius, app[SETTINGS].tick_shards)
-        outage_retried, conflicts = False, 0
+        attempts = _Attempts(key)
         while True:
             now = app[CLOCK].now_ms()
             committing = False
@@ -181,19 +201,10 @@ def command_handler(
                     return idempotency.replay(request, stored, digest)
                 if isinstance(exc, rule_errors):
                     raise rule_error(exc) from None
-                if _retry_outage(exc, outage_retried, committing, key):
-                    outage_retried = True
-                    continue
-                race = is_constraint_race(exc)
-                if isinstance(exc, IntegrityError) and not race:
+                wait = attempts.again(exc, committing)
+                if wait is None:
                     raise
-                if not isinstance(exc, DBAPIError):
-                    raise
-                retry = race or is_transaction_conflict(exc)
-                if not retry or conflicts == _CONFLICT_RETRIES - 1:
-                    raise
-                conflicts += 1
-                await asyncio.sleep(0.01 * conflicts)
+                await asyncio.sleep(wait)
         work = Committed()
         work.add(tx, events)
         queue = app[QUEUE]
