@@ -25,9 +25,10 @@ and ``FAST_PATH`` is off (everything runs through the session) when they are mis
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Integer, String
+from sqlalchemy import JSON, Boolean, Insert, Integer, String, bindparam
 from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -170,3 +171,48 @@ async def _wrapped(conn: AsyncConnection, adapter: Any, error: Exception, sql: s
         dialect=dialect,
         connection_invalidated=invalidated,
     )
+
+
+Write = tuple[Insert, Mapping[str, Any]]  # an INSERT of one row and its values
+_MAX_TOGETHER = 8  # more rows go per statement, many rows each
+_TOGETHER: dict[tuple[tuple[int, tuple[str, ...]], ...], tuple[Executable, tuple[Insert, ...]]] = {}
+
+
+async def write_all(conn: AsyncConnection, writes: Sequence[Write]) -> None:
+    """Insert one row per ``(insert, values)``, in ``conn``'s transaction, in one round trip
+    on PostgreSQL: all but the last become data-modifying CTEs of the last (PostgreSQL runs
+    every one of them, whatever the main statement reads). Elsewhere, one after another.
+
+    For the rows a command writes at its end (its events, its idempotency record), which
+    nothing in the same statement needs to read back.
+    """
+    if not writes:
+        return
+    if len(writes) == 1 or len(writes) > _MAX_TOGETHER or not _fast(conn):
+        for statement, group in groupby(writes, key=lambda w: w[0]):
+            values = [v for _, v in group]
+            if len(values) == 1:
+                await rows(conn, statement, values[0])
+            else:  # one round trip per statement (SQLAlchemy's insertmanyvalues)
+                await conn.execute(statement, values)
+        return
+    shape = tuple((id(statement), tuple(sorted(values))) for statement, values in writes)
+    found = _TOGETHER.get(shape)
+    if found is None or any(a is not b for a, (b, _) in zip(found[1], writes, strict=True)):
+        found = _TOGETHER[shape] = (_together(writes), tuple(s for s, _ in writes))
+    params = {f"w{i}_{name}": value for i, (_, v) in enumerate(writes) for name, value in v.items()}
+    await rows(conn, found[0], params)
+
+
+def _together(writes: Sequence[Write]) -> Executable:
+    def one(i: int, statement: Insert, values: Mapping[str, Any]) -> Insert:
+        columns = statement.table.c  # type: ignore[attr-defined]
+        return statement.values(
+            {name: bindparam(f"w{i}_{name}", type_=columns[name].type) for name in values}
+        )
+
+    *first, (last, last_values) = writes
+    main = one(len(first), last, last_values)
+    for i, (statement, values) in enumerate(first):
+        main = main.add_cte(one(i, statement, values).cte(f"w{i}"))
+    return main

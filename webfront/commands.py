@@ -32,7 +32,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from common.queue.durable import add_durable_events
+from common.queue.durable import INSERT_EVENT, durable_rows
 from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from db import driver
@@ -179,13 +179,12 @@ def command_handler(
                             stored = await _stored_in(conn, player_id, key) if key else None
                             raise _Refused(exc, stored) from None
                         await tx.flush()
-                        events = await add_durable_events(
-                            conn, tx.events, clock=app[CLOCK], ids=app[IDS]
-                        )
+                        events, rows = durable_rows(tx.events, clock=app[CLOCK], ids=app[IDS])
+                        writes: list[driver.Write] = [(INSERT_EVENT, row) for row in rows]
                         if key:
-                            await idempotency.store(
-                                conn, player_id, key, digest, route.status, result, now
-                            )
+                            answer = (player_id, key, digest, route.status, result, now)
+                            writes.append((idempotency.STORE, idempotency.record(*answer)))
+                        await driver.write_all(conn, writes)  # one round trip on PostgreSQL
                     finally:
                         await tx.close()
                     committing = True  # leaving the block commits: it may apply from here on

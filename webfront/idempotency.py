@@ -26,16 +26,15 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 from sqlalchemy import insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from db import driver
 from db.models import IdempotentResponse
 from webfront.codec import respond
 from webfront.errors import ApiError
 
 HEADER = "Idempotency-Key"
 # built once: a Core insert with parameters skips the ORM's per-call statement work
-_STORE = insert(IdempotentResponse.__table__)  # type: ignore[arg-type]
+STORE = insert(IdempotentResponse.__table__)  # type: ignore[arg-type]
 _KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
@@ -80,16 +79,11 @@ async def lookup(engine: AsyncEngine, player_id: int, key: str) -> Stored | None
     return None if row is None else Stored(row.request_hash, row.status, row.body)
 
 
-async def store(
-    db: AsyncSession | AsyncConnection,
-    player_id: int,
-    key: str,
-    digest: str,
-    status: int,
-    body: dict[str, Any],
-    now_ms: int,
-) -> None:
-    row = {
+def record(
+    player_id: int, key: str, digest: str, status: int, body: dict[str, Any], now_ms: int
+) -> dict[str, Any]:
+    """The values of a command's first answer (a row for ``STORE``)."""
+    return {
         "player_id": player_id,
         "key": key,
         "request_hash": digest,
@@ -97,7 +91,6 @@ async def store(
         "body": body,
         "created_ms": now_ms,
     }
-    await driver.rows(db, _STORE, row)
 
 
 def replay(request: web.Request, stored: Stored, digest: str) -> web.Response:

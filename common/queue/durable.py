@@ -17,6 +17,7 @@ redelivered event changes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -28,13 +29,12 @@ from common.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
 from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
-from db import driver
 from db.events import HOLDS_VILLAGE
 from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
 # a Core insert, built once: every command and many handlers write event rows
-_INSERT = insert(ScheduledEvent.__table__)  # type: ignore[arg-type]
+INSERT_EVENT = insert(ScheduledEvent.__table__)  # type: ignore[arg-type]
 
 
 def _default_ids() -> IdGenerator:
@@ -44,21 +44,19 @@ def _default_ids() -> IdGenerator:
     return _DEFAULT_IDS
 
 
-async def add_durable_events(
-    session: AsyncSession | AsyncConnection,
+def durable_rows(
     events: Sequence[NewEvent],
     *,
     clock: Clock = SYSTEM_CLOCK,
     ids: IdGenerator | None = None,
     max_ahead_ms: int = MAX_AHEAD_MS,
-) -> list[Event]:
-    """Write ``scheduled_events`` rows in the caller's transaction; return the events.
+) -> tuple[list[Event], list[dict[str, Any]]]:
+    """The events and their ``scheduled_events`` rows (for ``INSERT_EVENT``), checked.
 
-    After the transaction commits, pass the result to ``EventQueue.index``.
     Raises ``ScheduleError`` for the same bad input ``EventQueue.schedule`` rejects.
     """
     if not events:
-        return []
+        return [], []
     now = clock.now_ms()
     latest = min(now + max_ahead_ms, DUE_MS_MAX)
     fresh = (ids or _default_ids()).next_ids(len(events))
@@ -97,10 +95,25 @@ async def add_durable_events(
             }
         )
         out.append(event)
-    if len(rows) == 1:  # a command's one event: on the driver connection (db.driver)
-        await driver.rows(session, _INSERT, rows[0])
-    else:
-        await session.execute(_INSERT, rows)
+    return out, rows
+
+
+async def add_durable_events(
+    session: AsyncSession | AsyncConnection,
+    events: Sequence[NewEvent],
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    ids: IdGenerator | None = None,
+    max_ahead_ms: int = MAX_AHEAD_MS,
+) -> list[Event]:
+    """Write ``scheduled_events`` rows in the caller's transaction; return the events.
+
+    After the transaction commits, pass the result to ``EventQueue.index``.
+    Raises ``ScheduleError`` for the same bad input ``EventQueue.schedule`` rejects.
+    """
+    out, rows = durable_rows(events, clock=clock, ids=ids, max_ahead_ms=max_ahead_ms)
+    if rows:
+        await session.execute(INSERT_EVENT, rows)
     return out
 
 

@@ -147,3 +147,31 @@ async def test_a_dropped_connection_is_an_outage_and_is_replaced(postgres_url: s
     finally:
         await engine.dispose()
         await admin.dispose()
+
+
+PLAIN_STORE = insert(IdempotentResponse.__table__)  # type: ignore[arg-type]
+
+
+async def test_write_all_writes_every_row_in_one_round_trip(engine: AsyncEngine) -> None:
+    sent: list[str] = []
+    if engine.dialect.driver == "asyncpg":
+
+        def log(dbapi_connection: Any, *_: Any) -> None:
+            dbapi_connection.driver_connection.add_query_logger(lambda r: sent.append(r.query))
+
+        event.listen(engine.sync_engine.pool, "connect", log)
+    async with engine.connect() as conn, conn.begin():
+        await driver.write_all(conn, [(PLAIN_STORE, _row("a", {"n": 1})), (STORE, _row("b", {}))])
+    if engine.dialect.driver == "asyncpg":
+        assert len([q for q in sent if "INSERT" in q]) == 1 and sent[-1] == "COMMIT;", sent
+    with pytest.raises(RuntimeError):
+        async with engine.connect() as conn, conn.begin():
+            await driver.write_all(conn, [(PLAIN_STORE, _row(f"r{i}", {})) for i in range(3)])
+            raise RuntimeError("roll back")
+    async with engine.connect() as conn, conn.begin():  # more than go together: per statement
+        await driver.write_all(conn, [(PLAIN_STORE, _row(f"m{i:02}", {})) for i in range(12)])
+    async with engine.connect() as conn:
+        found = await driver.rows(conn, READ, {"player_id": 7})
+    assert [(r[0], r[2]) for r in found] == [("a", {"n": 1}), ("b", {})] + [
+        (f"m{i:02}", {}) for i in range(12)
+    ]

@@ -32,7 +32,8 @@ from webfront.app import create_app
 from webfront.state import ENGINE, QUEUE
 
 # the most each command kind may cost; lower them when a change saves a round trip
-MAX_BUILD = 7  # one read, BEGIN, spend, order row, event row, idempotency row, COMMIT
+# one read, BEGIN, spend, order row, the event and idempotency rows together, COMMIT
+MAX_BUILD = 6
 # the reads run before BEGIN (they lock nothing): a refusal costs no transaction
 MAX_REFUSED_BUILD = 2  # one read, the key's first answer
 MAX_REFUSED_TRAIN = 2
