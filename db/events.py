@@ -22,8 +22,10 @@ before it moves the event in Redis, so the database is never behind.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -36,6 +38,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from db.models import ScheduledEvent
@@ -64,19 +67,15 @@ async def earliest_pending(db: Db) -> PendingHead | None:
     Rows of events running in other transactions stay visible until those commit, so
     its due time is a lower bound of every due time a follow-up can still be given.
     """
-    row = (
-        await db.execute(
-            select(
-                ScheduledEvent.id,
-                ScheduledEvent.kind,
-                ScheduledEvent.village_id,
-                ScheduledEvent.due_ms,
-            )
-            .where(HOLDS_WORLD)
-            .order_by(ScheduledEvent.due_ms)
-            .limit(1)
-        )
-    ).first()
+    return _head((await db.execute(_EARLIEST)).first())
+
+
+def earliest_pending_sqlite(conn: sqlite3.Connection) -> PendingHead | None:
+    """``earliest_pending`` on a plain ``sqlite3`` connection (the worker's order reads)."""
+    return _head(conn.execute(_EARLIEST_SQLITE).fetchone())
+
+
+def _head(row: Any) -> PendingHead | None:
     return None if row is None else PendingHead(int(row[0]), str(row[1]), int(row[2]), int(row[3]))
 
 
@@ -109,6 +108,16 @@ async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
 # the table's columns, not the mapped class's: a statement of table columns only runs on
 # the Core path, without the ORM's per-call work (the command path; see overdue_row)
 _EVENTS = ScheduledEvent.__table__.c
+# ``earliest_pending``: the worker asks before every claimed batch (the lookahead barrier)
+_EARLIEST = (
+    select(_EVENTS.id, _EVENTS.kind, _EVENTS.village_id, _EVENTS.due_ms)
+    .where((_EVENTS.attempts == 0) & _EVENTS.dead_ms.is_(None))  # HOLDS_WORLD
+    .order_by(_EVENTS.due_ms)
+    .limit(1)
+)
+_EARLIEST_SQLITE = str(
+    _EARLIEST.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
+)
 
 
 def written(name: str) -> ColumnElement[str]:
