@@ -46,7 +46,7 @@ class SqliteReader:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(self.path, isolation_level=None)
             try:
                 conn.execute("PRAGMA query_only=1")
                 conn.execute("PRAGMA busy_timeout=0")  # never block the event loop
@@ -55,6 +55,14 @@ class SqliteReader:
                 raise
             self._conn = conn
         return self._conn
+
+    def warm(self) -> None:
+        """Open the connection and prepare the probe before the first claim, so that the
+        first batch after an idle start does not pay for it (a failure waits for then)."""
+        try:
+            earlier_in_villages_sqlite(self._connect(), [Event(0, "", 0, 0, 0, {}, 0, False)])
+        except sqlite3.Error:
+            self.close()
 
     def order(
         self, events: Sequence[Event], lookahead: bool

@@ -184,6 +184,8 @@ class PartitionWorker:
         q, cfg, p = self.queue, self.config, self.partition
         ahead = 0 if self.burst else cfg.claim_ahead_ms
         line = ClaimLine(q, p, cfg.batch_size, cfg.claim_lease_ms, ahead)
+        if self._reader is not None:
+            self._reader.warm()
         unacked: list[bytes] = []  # finished batches whose ack rides on the next claim
         fresh = False  # the claim in flight was sent after clearing ``wake``
         claimed_at = 0  # clock ms of the last fresh claim
