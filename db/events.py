@@ -22,8 +22,10 @@ before it moves the event in Redis, so the database is never behind.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -36,14 +38,20 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from db.models import ScheduledEvent
 
 ERROR_MAX_LEN = 200  # scheduled_events.last_error is VARCHAR(200)
 
-HOLDS_WORLD: ColumnElement[bool] = (ScheduledEvent.attempts == 0) & ScheduledEvent.dead_ms.is_(None)
-HOLDS_VILLAGE: ColumnElement[bool] = ScheduledEvent.dead_ms.is_(None)
+# the table's columns, not the mapped class's: a statement of table columns only runs on
+# the Core path, without the ORM's per-call work (the command path; see overdue_row)
+_EVENTS = ScheduledEvent.__table__.c
+HOLDS_WORLD: ColumnElement[bool] = (_EVENTS.attempts == 0) & _EVENTS.dead_ms.is_(None)
+HOLDS_VILLAGE: ColumnElement[bool] = _EVENTS.dead_ms.is_(None)
+# the same rules as SQL text, for statements written as text (the worker's order check)
+HOLDS_VILLAGE_SQL = str(HOLDS_VILLAGE.compile(compile_kwargs={"literal_binds": True}))
 
 Db = AsyncSession | AsyncConnection
 
@@ -64,19 +72,15 @@ async def earliest_pending(db: Db) -> PendingHead | None:
     Rows of events running in other transactions stay visible until those commit, so
     its due time is a lower bound of every due time a follow-up can still be given.
     """
-    row = (
-        await db.execute(
-            select(
-                ScheduledEvent.id,
-                ScheduledEvent.kind,
-                ScheduledEvent.village_id,
-                ScheduledEvent.due_ms,
-            )
-            .where(HOLDS_WORLD)
-            .order_by(ScheduledEvent.due_ms)
-            .limit(1)
-        )
-    ).first()
+    return _head((await db.execute(_EARLIEST)).first())
+
+
+def earliest_pending_sqlite(conn: sqlite3.Connection) -> PendingHead | None:
+    """``earliest_pending`` on a plain ``sqlite3`` connection (the worker's order reads)."""
+    return _head(conn.execute(_EARLIEST_SQLITE).fetchone())
+
+
+def _head(row: Any) -> PendingHead | None:
     return None if row is None else PendingHead(int(row[0]), str(row[1]), int(row[2]), int(row[3]))
 
 
@@ -106,9 +110,16 @@ async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
     return found.first() is not None
 
 
-# the table's columns, not the mapped class's: a statement of table columns only runs on
-# the Core path, without the ORM's per-call work (the command path; see overdue_row)
-_EVENTS = ScheduledEvent.__table__.c
+# ``earliest_pending``: the worker asks before every claimed batch (the lookahead barrier)
+_EARLIEST = (
+    select(_EVENTS.id, _EVENTS.kind, _EVENTS.village_id, _EVENTS.due_ms)
+    .where(HOLDS_WORLD)
+    .order_by(_EVENTS.due_ms)
+    .limit(1)
+)
+_EARLIEST_SQLITE = str(
+    _EARLIEST.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
+)
 
 
 def written(name: str) -> ColumnElement[str]:
@@ -123,7 +134,7 @@ def overdue_row(tag: str, village_id: ColumnElement[int], now_ms: ColumnElement[
     """``village_has_overdue`` as a row to union into a command's one read: (``tag``, '',
     1, 0) when ``village_id`` has an event due by ``now_ms`` that holds it, else no row."""
     e = _EVENTS
-    held = select(e.id).where(e.village_id == village_id, e.due_ms <= now_ms, e.dead_ms.is_(None))
+    held = select(e.id).where(e.village_id == village_id, e.due_ms <= now_ms, HOLDS_VILLAGE)
     row = select(
         written(tag), written(""), literal_column("1", BigInteger), literal_column("0", BigInteger)
     )
@@ -134,8 +145,7 @@ def earliest_due(now_ms: ColumnElement[int]) -> ColumnElement[int]:
     """SQL for the due time of the earliest healthy pending event (``earliest_pending``),
     or ``now_ms`` when there is none."""
     e = _EVENTS
-    healthy = (e.attempts == 0) & e.dead_ms.is_(None)  # HOLDS_WORLD
-    earliest = select(e.due_ms).where(healthy).order_by(e.due_ms)
+    earliest = select(e.due_ms).where(HOLDS_WORLD).order_by(e.due_ms)
     return func.coalesce(earliest.limit(1).scalar_subquery(), now_ms)
 
 

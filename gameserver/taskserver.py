@@ -204,8 +204,10 @@ class TaskServer:
                 "which the queue's exactly-once path needs; use SQLite 3.35+ or PostgreSQL"
             )
         self.redis = await connect_redis(settings)
-        self.engine = create_engine(settings)
+        self.engine = create_engine(settings, **_pool(settings))
         await check_database(self.engine)
+        if settings.is_sqlite:
+            await _warm_sqlite_pool(self.engine, _pool(settings)["pool_size"])
         await require_current(self.engine, settings)
         self.sessions = session_factory(self.engine)
         self.queue = EventQueue(
@@ -552,3 +554,25 @@ class TaskServer:
             return False
         self._warned[what] = now
         return True
+
+
+def _pool(settings: Settings) -> dict[str, int]:
+    """Keep as many connections as the partition workers use at once (+ a job and the
+    reconciler): an overflow connection is closed when it returns, so with more busy
+    workers than kept connections every batch opened one anew (on SQLite a thread and
+    four PRAGMAs), most of all right after an idle start, when all workers wake together.
+    PostgreSQL keeps db.engine's ceiling of 30 connections; SQLite has no server to spare."""
+    kept = settings.queue_partitions + 2
+    if settings.is_sqlite:
+        kept = min(kept, 64)
+        return {"pool_size": kept, "max_overflow": max(0, 15 - kept)}
+    kept = min(kept, 30)
+    return {"pool_size": kept, "max_overflow": 30 - kept}
+
+
+async def _warm_sqlite_pool(engine: AsyncEngine, n: int) -> None:
+    """Open ``n`` pooled connections before the first claim (SQLite: each is a thread of
+    aiosqlite's and a few PRAGMAs), so the first batches after an idle start find them."""
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(n):
+            await stack.enter_async_context(engine.connect())

@@ -200,7 +200,8 @@ def _print_noop(summary: dict[str, Any], steady: Steady | None) -> None:
         report.console.print(
             f"lateness p99 {lat['p99']:.1f} ms (target ≤ {TARGETS['lateness_p99_ms']:.0f}: "
             f"{verdict(met['lateness_p99'])}), max {lat['max']:.1f} ms (target ≤ "
-            f"{TARGETS['lateness_max_ms']:.0f}: {verdict(met['lateness_max'])})"
+            f"{TARGETS['lateness_max_ms']:.0f}: {verdict(met['lateness_max'])}); task server "
+            f"CPU {summary['steady']['cpu_us_per_event']:.2f} µs per event"
         )
     arq = summary.get("arq")
     if arq:

@@ -26,6 +26,7 @@ class Steady:
     events: int
     recorder: Recorder
     late_start_ms: float  # how long after the first due time the scheduling ended (0: before)
+    cpu_s: float = 0.0  # process CPU (all threads) from the end of scheduling to the server's stop
 
     def lateness(self) -> dict[str, float]:
         return lateness_percentiles(self.recorder.lateness_ms)
@@ -63,6 +64,8 @@ class Steady:
             "handled": self.recorder.handled,
             "fell_behind": self.recorder.handled < self.events,
             "achieved_per_s": self.recorder.handled / self.recorder.window_s(),
+            # the figure that travels between busy and quiet hosts: lateness does not
+            "cpu_us_per_event": self.cpu_s * 1e6 / max(self.recorder.handled, 1),
             "lateness_ms": self.lateness(),
             "scheduling_overran_first_due_ms": self.late_start_ms,
         }
@@ -143,16 +146,18 @@ async def steady_load(
     await queue.aclose()
     recorder.ready_at = None  # its rate counts from the first handler call, not the idle start
     late_start = max(0.0, time.time() * 1000 - first_due)  # scheduling overran the lead
+    cpu_before = time.process_time()
     with tqdm(total=events, desc="steady load", unit="ev", unit_scale=True) as bar:
         bar.update(recorder.handled)
         recorder.progress = bar
         await server
+    cpu_s = time.process_time() - cpu_before
     if recorder.handled < events:
         console.print(
             f"[yellow]the task server fell behind: it ran {recorder.handled:,} of {events:,} "
             "events before the bench stopped it; lateness covers those[/yellow]"
         )
-    steady = Steady(rate, seconds, events, recorder, late_start)
+    steady = Steady(rate, seconds, events, recorder, late_start, cpu_s)
     first, last = steady.backlog_ms()
     if last - first >= 50:
         console.print(
@@ -165,4 +170,4 @@ async def steady_load(
             f"[yellow]scheduling the steady load ended {late_start:.0f} ms after its first due "
             "time (a busy machine?): the first events' lateness includes that[/yellow]"
         )
-    return Steady(rate, seconds, events, recorder, late_start)
+    return steady

@@ -16,10 +16,12 @@ redelivered event changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+import sqlite3
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.clock import SYSTEM_CLOCK, Clock
@@ -29,7 +31,7 @@ from common.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
 from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
-from db.events import HOLDS_VILLAGE
+from db.events import HOLDS_VILLAGE_SQL
 from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
@@ -137,6 +139,45 @@ async def reschedule_durable(session: AsyncSession, event_id: int, due_ms: int) 
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+# The village-order check runs for every claimed batch, so its statements are constant
+# text (compiled once, one parameter per list) rather than IN lists that SQLAlchemy renders
+# anew for every batch. SQLite reads a list from JSON, PostgreSQL from an array. The SQLite
+# text is also what ``SqliteReader`` runs on the worker's own thread.
+_EARLIER_SQL = {
+    dialect: "SELECT id, kind, village_id, due_ms, priority, payload FROM scheduled_events "
+    f"WHERE {villages} AND due_ms <= :last AND {HOLDS_VILLAGE_SQL} "
+    "ORDER BY due_ms, priority, id"
+    for dialect, villages in (
+        (
+            "sqlite",
+            "village_id IN (SELECT value FROM json_each(:villages)) "
+            "AND id NOT IN (SELECT value FROM json_each(:ids))",
+        ),
+        (
+            "postgresql",
+            "village_id = ANY(CAST(:villages AS BIGINT[])) AND id <> ALL(CAST(:ids AS BIGINT[]))",
+        ),
+    )
+}
+_EARLIER = {dialect: text(sql) for dialect, sql in _EARLIER_SQL.items()}
+# Any pending row that holds its village, due by ``:last``? None: no village can have an
+# earlier event, whatever the batch holds (one probe of the due index).
+_ANY_HOLDING_SQL = (
+    f"SELECT 1 FROM scheduled_events WHERE due_ms <= :last AND {HOLDS_VILLAGE_SQL} LIMIT 1"
+)
+_ANY_HOLDING = text(_ANY_HOLDING_SQL)
+_is_durable = operator.attrgetter("durable")
+
+
+def _order_params(events: Sequence[Event], last: int, dialect: str) -> dict[str, Any]:
+    """The parameters of ``_EARLIER`` for ``events``."""
+    ids = [e.id for e in events if e.durable]
+    villages = sorted({e.village_id for e in events})
+    if dialect == "postgresql":
+        return {"last": last, "villages": villages, "ids": ids}
+    return {"last": last, "villages": _json_ints(villages), "ids": _json_ints(ids)}
+
+
 async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) -> dict[int, Event]:
     """Per village of ``events``: the first pending event (in run order) that holds the
     village (``db.events``), is not one of ``events`` and is due no later than the last
@@ -148,21 +189,48 @@ async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) ->
     """
     if not events:
         return {}
-    villages = sorted({e.village_id for e in events})
-    rows = await session.execute(
-        select(ScheduledEvent)
-        .where(
-            ScheduledEvent.village_id.in_(villages),
-            ScheduledEvent.due_ms <= max(e.due_ms for e in events),
-            ScheduledEvent.id.not_in([e.id for e in events]),
-            HOLDS_VILLAGE,
-        )
-        .order_by(ScheduledEvent.due_ms, ScheduledEvent.priority, ScheduledEvent.id)
-    )
+    last = max(e.due_ms for e in events)
+    # a batch without rows of its own: one probe answers for every village when no row at
+    # all is pending that early (the usual case)
+    if (
+        not any(map(_is_durable, events))
+        and (await session.execute(_ANY_HOLDING, {"last": last})).first() is None
+    ):
+        return {}
+    dialect = session.get_bind().dialect.name
+    params = _order_params(events, last, dialect)
+    return first_per_village(await session.execute(_EARLIER[dialect], params))
+
+
+def earlier_in_villages_sqlite(
+    conn: sqlite3.Connection, events: Sequence[Event]
+) -> dict[int, Event]:
+    """``earlier_in_villages`` on a plain ``sqlite3`` connection (``SqliteReader``)."""
+    if not events:
+        return {}
+    last = max(e.due_ms for e in events)
+    if (
+        not any(map(_is_durable, events))
+        and conn.execute(_ANY_HOLDING_SQL, {"last": last}).fetchone() is None
+    ):
+        return {}
+    params = _order_params(events, last, "sqlite")
+    return first_per_village(conn.execute(_EARLIER_SQL["sqlite"], params).fetchall())
+
+
+def first_per_village(rows: Iterable[Any]) -> dict[int, Event]:
+    """Rows of ``_EARLIER`` (in run order) -> the first event of each village."""
     first: dict[int, Event] = {}
-    for row in rows.scalars():
-        first.setdefault(row.village_id, row_to_event(row))
+    for event_id, kind, village_id, due_ms, priority, payload in rows:
+        if village_id not in first:
+            first[village_id] = Event(
+                event_id, kind, village_id, due_ms, priority, codec.unpack(payload), 0, True
+            )
     return first
+
+
+def _json_ints(values: Sequence[int]) -> str:
+    return "[" + ",".join(map(str, values)) + "]"
 
 
 def row_to_event(row: ScheduledEvent) -> Event:

@@ -21,6 +21,7 @@ from common.queue.eventqueue import EventQueue, check_new_event
 from common.queue.events import Claim, Event, NewEvent
 from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
+from common.queue.sqlite_reader import SqliteReader
 from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from db import events as pending
@@ -156,6 +157,8 @@ class PartitionWorker:
         self._held_back = self.metrics.held_back.labels(label)
         self._latency: dict[str, Any] = {}
         self._lateness = self.metrics.lateness
+        # on SQLite the order check of each batch reads without aiosqlite's thread
+        self._reader = SqliteReader.for_sessions(sessions)
 
     def stop(self) -> None:
         """Finish the batch in hand, hand back a prefetched one, and return from ``run``."""
@@ -181,6 +184,8 @@ class PartitionWorker:
         q, cfg, p = self.queue, self.config, self.partition
         ahead = 0 if self.burst else cfg.claim_ahead_ms
         line = ClaimLine(q, p, cfg.batch_size, cfg.claim_lease_ms, ahead)
+        if self._reader is not None:
+            self._reader.warm()
         unacked: list[bytes] = []  # finished batches whose ack rides on the next claim
         fresh = False  # the claim in flight was sent after clearing ``wake``
         claimed_at = 0  # clock ms of the last fresh claim
@@ -272,6 +277,8 @@ class PartitionWorker:
                 log.exception("partition %d: could not hand back in-flight batches", p)
             finally:
                 await line.close()
+                if self._reader is not None:
+                    self._reader.close()
 
     def _report_buried(self, buried: list[tuple[bytes, str]]) -> None:
         for member, reason in buried:
@@ -412,9 +419,13 @@ class PartitionWorker:
             return events, []
         now = self.queue.clock.now_ms()
         lookahead = self.registry.lookahead_ms
-        async with self.sessions() as session:
-            head = await pending.earliest_pending(session) if lookahead else None
-            earlier = await durable.earlier_in_villages(session, events)
+        read = None if self._reader is None else self._reader.order(events, bool(lookahead))
+        if read is not None:
+            head, earlier = read
+        else:
+            async with self.sessions() as session:
+                head = await pending.earliest_pending(session) if lookahead else None
+                earlier = await durable.earlier_in_villages(session, events)
         if head is None and not earlier:
             self._note_hold(now, None, 0)
             return events, []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import urllib.request
@@ -10,8 +11,10 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.pool import Pool
 
 from common import ids
 from common.clock import SYSTEM_CLOCK, ManualClock
@@ -327,3 +330,54 @@ async def test_a_task_server_that_cannot_start_fails_a_wait_at_once(
 
         with pytest.raises(AssertionError, match="task server ended while waiting: FatalError"):
             await eventually(never, 60, alive=[task])
+
+
+async def test_busy_workers_keep_their_pooled_connections(
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+) -> None:
+    """Every partition's worker runs durable batches at once: the task server's pool keeps
+    a connection for each instead of opening (and closing on return) an overflow one per
+    batch, which on SQLite is a thread and a few PRAGMAs each time."""
+    partitions = 16
+    world = settings.model_copy(update={"queue_partitions": partitions})
+    queue = make_queue(partitions=partitions)
+    async with sessions() as session, session.begin():
+        durable = await add_durable_events(
+            session,
+            [NewEvent(EFFECT, v, START_MS - 1_000 + i) for i in range(20) for v in range(48)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    await queue.index(durable)
+    opened = out = peak = 0
+
+    def connected(*_: object) -> None:
+        nonlocal opened
+        opened += 1
+
+    def checked_out(*_: object) -> None:
+        nonlocal out, peak
+        out += 1
+        peak = max(peak, out)
+
+    def checked_in(*_: object) -> None:
+        nonlocal out
+        out -= 1
+
+    hooks = (("connect", connected), ("checkout", checked_out), ("checkin", checked_in))
+    for name, hook in hooks:
+        event.listen(Pool, name, hook)
+    try:
+        config = dataclasses.replace(FAST, batch_size=4, claim_ahead_ms=0)
+        server = TaskServer(world, _registry(), clock, config=config, burst=True)
+        await asyncio.wait_for(server.run(), 60)
+    finally:
+        for name, hook in hooks:
+            event.remove(Pool, name, hook)
+    assert await counts(sessions) == {
+        "processed": 960, "effects": 960, "distinct": 960, "pending": 0,
+    }  # fmt: skip
+    # a connection opened only when all the others were in use: none was thrown away
+    assert opened <= peak
