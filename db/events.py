@@ -30,7 +30,9 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Integer,
     Select,
+    SmallInteger,
     String,
     exists,
     func,
@@ -48,7 +50,14 @@ ERROR_MAX_LEN = 200  # scheduled_events.last_error is VARCHAR(200)
 # the table's columns, not the mapped class's: a statement of table columns only runs on
 # the Core path, without the ORM's per-call work (the command path; see overdue_row)
 _EVENTS = ScheduledEvent.__table__.c
-HOLDS_WORLD: ColumnElement[bool] = (_EVENTS.attempts == 0) & _EVENTS.dead_ms.is_(None)
+# Constants are written into the SQL, not bound: PostgreSQL plans a prepared statement once
+# for all runs only when that generic plan looks no worse than plans made for the values,
+# and a bound LIMIT (guessed at a tenth of the rows) made the per-command read and the
+# worker's per-batch head look cheaper planned anew, so they were planned at every run.
+_ONE = literal_column("1", Integer)
+HOLDS_WORLD: ColumnElement[bool] = (_EVENTS.attempts == literal_column("0", SmallInteger)) & (
+    _EVENTS.dead_ms.is_(None)
+)
 HOLDS_VILLAGE: ColumnElement[bool] = _EVENTS.dead_ms.is_(None)
 # the same rules as SQL text, for statements written as text (the worker's order check)
 HOLDS_VILLAGE_SQL = str(HOLDS_VILLAGE.compile(compile_kwargs={"literal_binds": True}))
@@ -105,7 +114,7 @@ async def village_has_overdue(db: Db, village_id: int, now_ms: int) -> bool:
             ScheduledEvent.due_ms <= now_ms,
             HOLDS_VILLAGE,
         )
-        .limit(1)
+        .limit(_ONE)
     )
     return found.first() is not None
 
@@ -115,7 +124,7 @@ _EARLIEST = (
     select(_EVENTS.id, _EVENTS.kind, _EVENTS.village_id, _EVENTS.due_ms)
     .where(HOLDS_WORLD)
     .order_by(_EVENTS.due_ms)
-    .limit(1)
+    .limit(_ONE)
 )
 _EARLIEST_SQLITE = str(
     _EARLIEST.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
@@ -146,7 +155,7 @@ def earliest_due(now_ms: ColumnElement[int]) -> ColumnElement[int]:
     or ``now_ms`` when there is none."""
     e = _EVENTS
     earliest = select(e.due_ms).where(HOLDS_WORLD).order_by(e.due_ms)
-    return func.coalesce(earliest.limit(1).scalar_subquery(), now_ms)
+    return func.coalesce(earliest.limit(_ONE).scalar_subquery(), now_ms)
 
 
 def _error(text: str) -> str:
