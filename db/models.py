@@ -22,6 +22,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -93,7 +94,14 @@ class ScheduledEvent(Base):
     __table_args__ = (
         Index("ix_scheduled_events_due", "due_ms"),
         Index("ix_scheduled_events_village_due", "village_id", "due_ms"),
-        Index("ix_scheduled_events_dead", "dead_ms"),  # an operator lists the dead events
+        # an operator lists the dead events; partial, so "not dead" (nearly every row) is
+        # never read through it (migration 0007)
+        Index(
+            "ix_scheduled_events_dead",
+            "dead_ms",
+            postgresql_where=text("dead_ms IS NOT NULL"),
+            sqlite_where=text("dead_ms IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
