@@ -102,6 +102,14 @@ class ScheduledEvent(Base):
             postgresql_where=text("dead_ms IS NOT NULL"),
             sqlite_where=text("dead_ms IS NOT NULL"),
         ),
+        # the earliest event that holds the world (db.events.HOLDS_WORLD) in one probe,
+        # whatever the planner's statistics say (every command's settle horizon asks)
+        Index(
+            "ix_scheduled_events_healthy_due",
+            "due_ms",
+            postgresql_where=text("attempts = 0 AND dead_ms IS NULL"),
+            sqlite_where=text("attempts = 0 AND dead_ms IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
