@@ -16,9 +16,11 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(VENV)/bin/wgctl run
 
+# Two workers, a test file each at a time (a module's shared fixtures start once): every
+# test has its own database, key prefix and free ports, so they run side by side.
 test: install
 	bash scripts/ensure-services.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check .
