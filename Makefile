@@ -16,9 +16,14 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(VENV)/bin/wgctl run
 
+# Two workers, a test file each at a time (a module's shared fixtures start once): every
+# test has its own database, key prefix and free ports, so they run side by side. The
+# benches' tests run after them, alone: each holds dozens of PostgreSQL connections (two
+# at once could pass max_connections) and measures.
 test: install
 	bash scripts/ensure-services.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile --ignore=tests/bench
+	$(PY) -m pytest tests/bench
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -23,19 +23,21 @@ import pytest
 from playwright.sync_api import ConsoleMessage, expect, sync_playwright
 
 from refgame.battle import battle_reports, resolve_battle
-from tests.browser.stack import CHROMIUM, CHROMIUM_ARGS
-from tests.browser.test_browser import (
+from tests.browser.stack import (
     ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
     PASSWORD,
     WAIT_MS,
     Stack,
     register,
-    stack,
 )
 from tests.conftest import TEST_REDIS_URL
 
 pytestmark = pytest.mark.slow
-__all__ = ["stack"]  # the fixture, imported to be used here
+
+WORLD_SPEED = 200  # the world of test_browser
+MAP_RADIUS = 10
 
 OPERATOR = "ops-browser"
 OPERATOR_PASSWORD = "operator browser pass"

@@ -16,118 +16,34 @@ hidden tab, reload and logout. Screenshots go to ``artifacts/browser/``.
 
 from __future__ import annotations
 
-import json
 import re
-import sqlite3
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
-from redis import Redis
 
-from common.snapshot_versions import push_channel, version_key
-from tests.browser.stack import REPO, Stack, enforce_csp, launch_chromium, run_stack
-from tests.conftest import TEST_REDIS_URL
+from tests.browser.stack import (
+    ARTIFACTS,
+    WAIT_MS,
+    Stack,
+    ensure_troops,
+    launch_chromium,
+    log_in,
+    new_page,
+    place_next_to,
+    player_id,
+    register,
+    register_in_page,
+)
 
 pytestmark = pytest.mark.slow
 
-ARTIFACTS = REPO / "artifacts" / "browser"
 WORLD_SPEED = 200  # a woodcutter upgrade takes ~3 s, a march of 5.7 fields 17 s
 MAP_RADIUS = 10
-WAIT_MS = 60_000  # the bound of every wait for the page
-PASSWORD = "browser test password"
 PUSHED_MS = 5_000  # a pushed change shows this soon (the page's polls are minutes apart)
 
 
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    """webfront and gameserver as subprocesses on a fresh SQLite world and the test Redis."""
-    with run_stack(
-        sqlite_url,
-        redis_prefix,
-        tmp_path,
-        game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
-    ) as running:
-        yield running
-
-
-def register(url: str, name: str) -> dict[str, int]:
-    request = urllib.request.Request(
-        f"{url}/api/register",
-        data=json.dumps({"name": name, "password": PASSWORD}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        body: dict[str, int] = json.loads(answer.read())
-    return body
-
-
-def player_id(stack: Stack, name: str) -> int:
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        row = db.execute("SELECT id FROM players WHERE name = ?", (name,)).fetchone()
-    assert row is not None, f"no player {name!r} in the database"
-    return int(row[0])
-
-
-def place_next_to(stack: Stack, village_id: int, near_player: int, offset: int) -> tuple[int, int]:
-    """Move ``village_id`` to a free spot ``offset`` fields from ``near_player``'s village
-    along both axes (a diagonal: far, yet inside the client's map window)."""
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        ax, ay = db.execute(
-            "SELECT x, y FROM villages WHERE player_id = ?", (near_player,)
-        ).fetchone()
-        taken = set(db.execute("SELECT x, y FROM villages").fetchall())
-        for dx, dy in ((offset, offset), (-offset, offset), (offset, -offset), (-offset, -offset)):
-            x, y = ax + dx, ay + dy
-            if abs(x) <= MAP_RADIUS and abs(y) <= MAP_RADIUS and (x, y) not in taken:
-                db.execute("UPDATE villages SET x = ?, y = ? WHERE id = ?", (x, y, village_id))
-                return x, y
-    raise AssertionError(f"no free spot {offset}|{offset} fields from ({ax}|{ay})")
-
-
-def ensure_troops(stack: Stack, player_id: int, unit: str, count: int) -> None:
-    """Give the player's village ``count`` of ``unit`` at home unless it has them already."""
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        (village_id,) = db.execute(
-            "SELECT id FROM villages WHERE player_id = ?", (player_id,)
-        ).fetchone()
-        row = db.execute(
-            "SELECT count FROM troops WHERE village_id = ? AND home_village_id = ? AND unit = ?",
-            (village_id, village_id, unit),
-        ).fetchone()
-        if row and row[0] >= count:
-            return
-        db.execute(
-            "INSERT INTO troops (village_id, home_village_id, unit, count) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (village_id, home_village_id, unit) DO UPDATE SET count = excluded.count",
-            (village_id, village_id, unit, count),
-        )
-    client = Redis.from_url(TEST_REDIS_URL)  # the page must see the change: bump the version
-    version = client.incr(version_key(stack.redis_prefix, player_id))
-    client.publish(push_channel(stack.redis_prefix), f"v {player_id}:{version}")  # and push it
-    client.close()
-
-
 COUNTDOWN = re.compile(r"^\d+:\d\d$")
-
-
-def new_page(browser: Browser, errors: list[str], url: str) -> Page:
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(WAIT_MS)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    # the page runs under its Content-Security-Policy: anything it refuses is an error
-    page.on(
-        "console",
-        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
-    )
-    enforce_csp(page, f"{url}/", errors)  # the client runs without inline script or style
-    return page
 
 
 @dataclass(frozen=True)
@@ -180,10 +96,7 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     assert answer is not None and "script-src 'self'" in answer.headers["content-security-policy"]
 
     # register in the page
-    page.get_by_label("Name", exact=True).fill("alice")
-    page.get_by_label("Password", exact=True).fill(PASSWORD)
-    page.get_by_role("button", name="Register").click()
-    expect(page.locator("#village-title")).to_contain_text("alice's village")
+    register_in_page(page, stack.url, "alice")
     expect(page.locator("#player-name")).to_have_text("alice")
 
     # the counters move between polls, below their caps
@@ -219,16 +132,13 @@ def play(browser: Browser, stack: Stack, bob: dict[str, int], errors: list[str])
     # way when bob logs in, even on a slow machine), alice with legionnaires
     alice_id = player_id(stack, "alice")
     ensure_troops(stack, alice_id, "legionnaire", 10)
-    bx, by = place_next_to(stack, bob["village_id"], alice_id, 4)
+    bx, by = place_next_to(stack, bob["village_id"], alice_id, 4, MAP_RADIUS)
     expect(page.locator("#home-legionnaire")).to_have_text(re.compile(r"^\(\d{2,} home\)$"))
 
     # bob logs in in a second browser context: his page holds the event stream ("live"),
     # so after its first polls it only polls every few minutes
     bob_page = new_page(browser, errors, stack.url)
-    bob_page.goto(stack.url)
-    bob_page.get_by_label("Name", exact=True).fill("bob")
-    bob_page.get_by_label("Password", exact=True).fill(PASSWORD)
-    bob_page.get_by_role("button", name="Log in").click()
+    log_in(bob_page, stack.url, "bob")
     expect(bob_page.locator("#village-title")).to_contain_text(f"({bx}|{by})")
     expect(bob_page.locator("#live")).to_be_visible()
     app = "import('/static/app.js').then((app) => "

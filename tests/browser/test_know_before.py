@@ -14,48 +14,29 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from refgame.buildings import build_cost
 from refgame.travel import march_duration_ms
-from tests.browser.stack import Stack, launch_chromium, run_stack
-from tests.browser.test_browser import (
+from tests.browser.stack import (
     ARTIFACTS,
-    PASSWORD,
     WAIT_MS,
+    Stack,
     ensure_troops,
+    launch_chromium,
     new_page,
     player_id,
     register,
+    register_in_page,
+    spot,
 )
 
 pytestmark = pytest.mark.slow
 
 WORLD_SPEED = 50  # the README's quick try
 MAP_RADIUS = 15
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(
-        sqlite_url,
-        redis_prefix,
-        tmp_path,
-        game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
-    ) as running:
-        yield running
-
-
-def _spot(stack: Stack, player: int) -> tuple[int, int]:
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        x, y = db.execute("SELECT x, y FROM villages WHERE player_id = ?", (player,)).fetchone()
-    return int(x), int(y)
 
 
 def _clock_s(text: str) -> int:
@@ -74,14 +55,10 @@ def test_costs_times_and_what_is_missing_before_a_click(stack: Stack) -> None:
         browser = launch_chromium(pw)
         try:
             page = new_page(browser, errors, stack.url)
-            page.goto(stack.url)
-            page.get_by_label("Name", exact=True).fill("alice")
-            page.get_by_label("Password", exact=True).fill(PASSWORD)
-            page.get_by_role("button", name="Register").click()
-            expect(page.locator("#village-title")).to_contain_text("alice's village")
+            register_in_page(page, stack.url, "alice")
             register(stack.url, "bob")  # registered right after alice: her neighbour
             alice, bob = player_id(stack, "alice"), player_id(stack, "bob")
-            origin, target = _spot(stack, alice), _spot(stack, bob)
+            origin, target = spot(stack, alice), spot(stack, bob)
             assert math.dist(origin, target) <= 2
 
             # the build button's row shows the next level's cost and duration

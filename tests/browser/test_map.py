@@ -20,7 +20,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,19 @@ from playwright.sync_api import expect, sync_playwright
 
 from refgame.travel import march_duration_ms
 from refgame.world import STARTING_BUILDINGS
-from tests.browser.stack import REPO, Stack, launch_chromium, run_stack
-from tests.browser.test_browser import (
+from tests.browser.stack import (
     ARTIFACTS,
-    PASSWORD,
+    REPO,
     WAIT_MS,
+    Stack,
     ensure_troops,
+    launch_chromium,
     new_page,
     place_next_to,
     player_id,
     register,
+    register_in_page,
+    spot,
 )
 
 pytestmark = pytest.mark.slow
@@ -45,24 +47,6 @@ pytestmark = pytest.mark.slow
 WORLD_SPEED = 50  # the README's quick try
 MAP_RADIUS = 15
 VIEW_CELLS = 9  # map.js: (2 × VIEW_RADIUS + 1) cells a side
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(
-        sqlite_url,
-        redis_prefix,
-        tmp_path,
-        game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
-    ) as running:
-        yield running
-
-
-def _spot(stack: Stack, player: int) -> tuple[int, int]:
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        x, y = db.execute("SELECT x, y FROM villages WHERE player_id = ?", (player,)).fetchone()
-    return int(x), int(y)
 
 
 def _add_bot_beside(stack: Stack, sqlite_url: str, player: int) -> tuple[int, int]:
@@ -83,7 +67,7 @@ def _add_bot_beside(stack: Stack, sqlite_url: str, player: int) -> tuple[int, in
         (village_id,) = db.execute(
             "SELECT v.id FROM villages v JOIN players p ON p.id = v.player_id WHERE p.is_bot"
         ).fetchone()
-    return place_next_to(stack, int(village_id), player, 2)
+    return place_next_to(stack, int(village_id), player, 2, MAP_RADIUS)
 
 
 def _clock_s(text: str) -> int:
@@ -101,14 +85,10 @@ def test_pan_jump_point_and_send_troops_from_the_map(stack: Stack, sqlite_url: s
         browser = launch_chromium(pw)
         try:
             page = new_page(browser, errors, stack.url)
-            page.goto(stack.url)
-            page.get_by_label("Name", exact=True).fill("alice")
-            page.get_by_label("Password", exact=True).fill(PASSWORD)
-            page.get_by_role("button", name="Register").click()
-            expect(page.locator("#village-title")).to_contain_text("alice's village")
+            register_in_page(page, stack.url, "alice")
             register(stack.url, "bob")  # registered right after alice: her neighbour
             alice, bob = player_id(stack, "alice"), player_id(stack, "bob")
-            (ax, ay), (bx, by) = _spot(stack, alice), _spot(stack, bob)
+            (ax, ay), (bx, by) = spot(stack, alice), spot(stack, bob)
             bot_x, bot_y = _add_bot_beside(stack, sqlite_url, alice)
             centre = page.locator("#map-centre")
             grid = page.locator("#map")

@@ -16,8 +16,6 @@ import json
 import re
 import sqlite3
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,14 +23,16 @@ from playwright.sync_api import Page, ViewportSize, expect, sync_playwright
 
 from refgame.buildings import BUILDINGS
 from refgame.resources import RESOURCES
-from tests.browser.stack import Stack, enforce_csp, launch_chromium, run_stack
-from tests.browser.test_browser import (
+from tests.browser.stack import (
     ARTIFACTS,
-    PASSWORD,
     WAIT_MS,
+    Stack,
+    enforce_csp,
     ensure_troops,
+    launch_chromium,
     player_id,
     register,
+    register_in_page,
 )
 
 pytestmark = pytest.mark.slow
@@ -42,18 +42,6 @@ MAP_RADIUS = 15
 PHONE: ViewportSize = {"width": 390, "height": 844}
 TAP_PX = 44  # the smallest button a thumb hits reliably
 COUNTDOWN = re.compile(r"^\d+:\d\d$")
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(
-        sqlite_url,
-        redis_prefix,
-        tmp_path,
-        game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
-    ) as running:
-        yield running
 
 
 def _village(stack: Stack, player: int) -> tuple[int, int, int]:
@@ -106,11 +94,7 @@ def test_a_phone_sized_page_and_an_incoming_attack_it_cannot_miss(stack: Stack) 
             page.set_default_timeout(WAIT_MS)
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             enforce_csp(page, f"{stack.url}/", errors)
-            page.goto(stack.url)
-            page.get_by_label("Name", exact=True).fill("bob")
-            page.get_by_label("Password", exact=True).fill(PASSWORD)
-            page.get_by_role("button", name="Register").click()
-            expect(page.locator("#village-title")).to_contain_text("bob's village")
+            register_in_page(page, stack.url, "bob")
             alice_token = str(register(stack.url, "alice")["token"])
             alice, bob = player_id(stack, "alice"), player_id(stack, "bob")
             origin, (_, bx, by) = _village(stack, alice), _village(stack, bob)

@@ -22,8 +22,11 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
+from redis import Redis
 
+from common.snapshot_versions import push_channel, version_key
 from tests.browser.stack import REPO, Stack, enforce_csp, launch_chromium, run_stack
+from tests.conftest import TEST_REDIS_URL
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +38,8 @@ WAIT_MS = 30_000  # the bound of every wait for the page
 PASSWORD = "generic test password"
 POLL_MIN_MS = 40  # the poller's back-off in these tests: 40, 40, 80, 160, 200, 200 ms
 POLL_MAX_MS = 200
+CATCH_UP_TRIES = 4  # the SDK's defaults: polls after a push whose version has not come yet,
+CATCH_UP_MS = 250  # 250, 500, 750, 1000 ms after the last
 
 
 @pytest.fixture(scope="module")
@@ -339,6 +344,70 @@ def test_pushed_changes_are_fetched_at_once_and_alerts_arrive(page: Page, stack:
     assert snapshots[-1]["headers"].get("If-None-Match")
     page.evaluate("pushed.poller.stop()")
     assert page.evaluate("pushed.seen.push.at(-1)") is False
+
+
+def test_a_push_ahead_of_the_answer_is_polled_again_a_bounded_number_of_times(
+    page: Page, stack: Stack
+) -> None:
+    """A version is pushed while the web process still answers 304 for the held one (it
+    learns of the change from Redis a moment later): the poller polls again shortly after,
+    until that version's snapshot comes; a version that never comes costs catchUpTries
+    polls, then the safety interval is back."""
+    open_test_page(page, stack)
+    page.evaluate("(name) => cases.startPushed(name)", "ahead")
+    # the first poll and the one after the stream opened are done (they are two: the page
+    # polls at once, the stream opens a round trip later); then nothing polls for 10
+    # minutes unless pushed
+    settled = (
+        "pushed.seen.push.includes(true) && pushed.seen.polls.length >= 2"
+        " && pushed.seen.polls.at(-1).delayMs === 600000"
+        " && !pushed.poller.inflight && pushed.poller.scheduled"
+    )
+    page.wait_for_function(settled)
+    player = int(page.evaluate("pushed.poller.snapshot.player_id"))
+    held = int(page.evaluate("pushed.poller.etag").removeprefix("W/").strip('"'))
+    tries, catch_up_ms = CATCH_UP_TRIES, CATCH_UP_MS
+    polls_since = "(n) => pushed.seen.polls.slice(n)"
+    client = Redis.from_url(TEST_REDIS_URL)
+    try:
+        # announced, never served: catchUpTries more polls, each later, then the safety wait
+        start = page.evaluate("pushed.seen.polls.length")
+        client.publish(push_channel(stack.redis_prefix), f"v {player}:{held + 1000}")
+        page.wait_for_function(
+            f"(n) => ({polls_since})(n).some((p) => p.delayMs === 600000)", arg=start
+        )
+        after = page.evaluate(polls_since, start)
+        assert [p["status"] for p in after] == [304] * (1 + tries)
+        assert [p["delayMs"] for p in after] == [
+            *(catch_up_ms * n for n in range(1, tries + 1)),
+            600_000,
+        ]
+
+        # announced before the server has it: the change reaches Redis only as the page
+        # polls again (the first poll after the push is answered 304, as when the web
+        # process had not yet heard of it); that poll or the next brings the snapshot
+        asked: list[str] = []
+
+        def late_change(route: Route) -> None:
+            asked.append(route.request.url)
+            if len(asked) == 2:
+                client.incr(version_key(stack.redis_prefix, player))
+            route.continue_()
+
+        page.route(f"{stack.url}/api/snapshot", late_change)
+        start = page.evaluate("pushed.seen.polls.length")
+        snapshots = page.evaluate("pushed.seen.snapshots.length")
+        client.publish(push_channel(stack.redis_prefix), f"v {player}:{held + 1}")
+        page.wait_for_function("(n) => pushed.seen.snapshots.length > n", arg=snapshots)
+        after = page.evaluate(polls_since, start)
+        assert after[0]["status"] == 304 and after[-1]["status"] == 200
+        assert 2 <= len(after) <= 1 + tries
+        assert page.evaluate("pushed.poller.etag") == f'"{held + 1}"'
+        assert after[-1]["delayMs"] == 600_000  # caught up: the safety interval again
+        page.unroute(f"{stack.url}/api/snapshot", late_change)
+    finally:
+        client.close()
+        page.evaluate("pushed.poller.stop()")
 
 
 def test_without_a_stream_the_poller_polls_with_its_back_off(page: Page, stack: Stack) -> None:

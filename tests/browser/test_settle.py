@@ -10,19 +10,18 @@ Screenshot: ``artifacts/browser/settle.png``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from refgame.world import player_village_template
-from tests.browser.stack import Stack, launch_chromium, run_stack
-from tests.browser.test_browser import (
+from tests.browser.stack import (
     ARTIFACTS,
-    PASSWORD,
     WAIT_MS,
+    Stack,
     ensure_troops,
+    launch_chromium,
+    log_in,
     new_page,
     register,
 )
@@ -31,18 +30,6 @@ pytestmark = pytest.mark.slow
 
 WORLD_SPEED = 200  # settlers walk 1,000 fields an hour: a field next door in 3.6 s
 MAP_RADIUS = 10
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(
-        sqlite_url,
-        redis_prefix,
-        tmp_path,
-        game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
-    ) as running:
-        yield running
 
 
 def _free_field_beside(stack: Stack, village_id: int) -> tuple[int, int]:
@@ -72,10 +59,7 @@ def test_found_a_village_and_switch_between_the_two(stack: Stack) -> None:
         browser = launch_chromium(pw)
         try:
             page = new_page(browser, errors, stack.url)
-            page.goto(stack.url)
-            page.get_by_label("Name", exact=True).fill("alice")
-            page.get_by_label("Password", exact=True).fill(PASSWORD)
-            page.get_by_role("button", name="Log in").click()
+            log_in(page, stack.url, "alice")
             expect(page.locator("#found-home")).to_contain_text("3 of 3 settlers at home")
             home_title = page.locator("#village-title").inner_text()
 

@@ -4,28 +4,9 @@ it, and the text shows as text (no markup of a player's becomes an element)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from playwright.sync_api import expect, sync_playwright
 
-import pytest
-from playwright.sync_api import Page, expect, sync_playwright
-
-from tests.browser.stack import Stack, launch_chromium, run_stack
-from tests.browser.test_browser import PASSWORD, new_page, register
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(sqlite_url, redis_prefix, tmp_path, game="refgame") as running:
-        yield running
-
-
-def log_in(page: Page, url: str, name: str) -> None:
-    page.goto(url)
-    page.get_by_label("Name", exact=True).fill(name)
-    page.get_by_label("Password", exact=True).fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.locator("#player-name")).to_have_text(name)
+from tests.browser.stack import Stack, launch_chromium, log_in, new_page, register
 
 
 def test_alliance_and_messages_panels(stack: Stack) -> None:

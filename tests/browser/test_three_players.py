@@ -21,21 +21,21 @@ import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from db.worldgen import NEIGHBOUR_FIELDS
-from tests.browser.stack import Stack, launch_chromium, run_stack
-from tests.browser.test_browser import (
+from tests.browser.stack import (
     ARTIFACTS,
-    PASSWORD,
     WAIT_MS,
+    Stack,
     ensure_troops,
+    launch_chromium,
     new_page,
     player_id,
+    register_in_page,
+    spot,
 )
 
 pytestmark = pytest.mark.slow
@@ -44,24 +44,6 @@ WORLD_SPEED = 100  # legionnaires cross a field in 6 s, merchants in 2.25 s, set
 MAP_RADIUS = 15
 SENT_WOOD = 200  # fits under bob's warehouse cap (1200) with room to spare
 RAIDERS = 5  # legionnaires each of alice and bob sends
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(
-        sqlite_url,
-        redis_prefix,
-        tmp_path,
-        game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": str(MAP_RADIUS)},
-    ) as running:
-        yield running
-
-
-def _spot(stack: Stack, player: int) -> tuple[int, int]:
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        x, y = db.execute("SELECT x, y FROM villages WHERE player_id = ?", (player,)).fetchone()
-    return int(x), int(y)
 
 
 def _free_field_beside(stack: Stack, spot: tuple[int, int]) -> tuple[int, int]:
@@ -73,14 +55,6 @@ def _free_field_beside(stack: Stack, spot: tuple[int, int]) -> tuple[int, int]:
         if (x + dx, y + dy) not in taken and max(abs(x + dx), abs(y + dy)) <= MAP_RADIUS:
             return x + dx, y + dy
     raise AssertionError(f"no free field beside ({x}|{y})")
-
-
-def _register(page: Page, url: str, name: str) -> None:
-    page.goto(url)
-    page.get_by_label("Name", exact=True).fill(name)
-    page.get_by_label("Password", exact=True).fill(PASSWORD)
-    page.get_by_role("button", name="Register").click()
-    expect(page.locator("#village-title")).to_contain_text(f"{name}'s village")
 
 
 def _wood(page: Page) -> int:
@@ -101,9 +75,9 @@ def test_three_neighbours_ally_trade_settle_and_raid(stack: Stack) -> None:
             # three contexts: each player has a session of their own
             alice, bob, carol = (new_page(browser, errors, stack.url) for _ in range(3))
             for page, name in ((alice, "alice"), (bob, "bob"), (carol, "carol")):
-                _register(page, stack.url, name)
+                register_in_page(page, stack.url, name)
             ids = {name: player_id(stack, name) for name in ("alice", "bob", "carol")}
-            a, b, c = (_spot(stack, ids[name]) for name in ("alice", "bob", "carol"))
+            a, b, c = (spot(stack, ids[name]) for name in ("alice", "bob", "carol"))
             assert math.dist(a, b) <= NEIGHBOUR_FIELDS  # each beside the last registered
             assert math.dist(b, c) <= NEIGHBOUR_FIELDS
             assert math.dist(a, c) <= 2 * NEIGHBOUR_FIELDS

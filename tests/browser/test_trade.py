@@ -11,34 +11,27 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from refgame.trade import trade_duration_ms
-from tests.browser.stack import Stack, launch_chromium, run_stack
-from tests.browser.test_browser import ARTIFACTS, PASSWORD, WAIT_MS, new_page, player_id, register
+from tests.browser.stack import (
+    ARTIFACTS,
+    WAIT_MS,
+    Stack,
+    launch_chromium,
+    new_page,
+    player_id,
+    register,
+    register_in_page,
+    spot,
+)
 
 pytestmark = pytest.mark.slow
 
 WORLD_SPEED = 50  # a merchant crosses a field in 4.5 s
-
-
-@pytest.fixture
-def stack(sqlite_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
-    with run_stack(
-        sqlite_url, redis_prefix, tmp_path, game="refgame",
-        env={"WORLD_SPEED": str(WORLD_SPEED), "MAP_RADIUS": "15"},
-    ) as running:  # fmt: skip
-        yield running
-
-
-def _spot(stack: Stack, player: int) -> tuple[int, int]:
-    with sqlite3.connect(stack.db_path, timeout=10) as db:
-        x, y = db.execute("SELECT x, y FROM villages WHERE player_id = ?", (player,)).fetchone()
-    return int(x), int(y)
+MAP_RADIUS = 15
 
 
 def _trade_reports(stack: Stack) -> list[str]:
@@ -54,14 +47,10 @@ def test_send_resources_from_the_marketplace_panel(stack: Stack) -> None:
         browser = launch_chromium(pw)
         try:
             page = new_page(browser, errors, stack.url)
-            page.goto(stack.url)
-            page.get_by_label("Name", exact=True).fill("alice")
-            page.get_by_label("Password", exact=True).fill(PASSWORD)
-            page.get_by_role("button", name="Register").click()
-            expect(page.locator("#village-title")).to_contain_text("alice's village")
+            register_in_page(page, stack.url, "alice")
             register(stack.url, "bob")
-            origin = _spot(stack, player_id(stack, "alice"))
-            target = _spot(stack, player_id(stack, "bob"))
+            origin = spot(stack, player_id(stack, "alice"))
+            target = spot(stack, player_id(stack, "bob"))
             merchants = page.locator("#merchants")
             expect(merchants).to_have_text("Merchants: 1 of 1 free, 500 units each.")
 

@@ -161,8 +161,9 @@ async function startPushed(name) {
   await game.register(name, PASSWORD);
   const village = await firstVillage(game);
   const poller = game.poll({ minMs: 600000, maxMs: 600000, safetyMs: 600000 });
-  const seen = { snapshots: [], alerts: [], push: [] };
+  const seen = { snapshots: [], alerts: [], push: [], polls: [] };
   poller.addEventListener('snapshot', (event) => seen.snapshots.push({ at: performance.now(), snap: event.detail }));
+  poller.addEventListener('poll', (event) => seen.polls.push(event.detail));
   poller.addEventListener('alert', (event) => seen.alerts.push(event.detail));
   poller.addEventListener('push', (event) => seen.push.push(event.detail.open));
   window.pushed = { game, poller, calls, seen };

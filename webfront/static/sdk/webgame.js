@@ -120,7 +120,11 @@ export class ServerClock {
  * Pushed updates: where the browser has EventSource (and `push` is not false) the
  * poller also holds the server's event stream (GET /api/events). A `version` event
  * newer than the held ETag fetches the snapshot at once; while the stream is open
- * polling slows to one safety poll every safetyMs. When the stream cannot be held
+ * polling slows to one safety poll every safetyMs. A push can outrun the server's
+ * answer (a web process still answers from the version it remembers until Redis tells
+ * it of the change): while the held snapshot is older than the newest pushed version,
+ * the poller polls again after catchUpMs, 2 catchUpMs, ... at most catchUpTries times,
+ * then leaves it to the next push or safety poll. When the stream cannot be held
  * (an error, a 503, the server closed it) polling goes back to minMs..maxMs, and the
  * stream is tried again after pushRetryMs.
  *
@@ -137,6 +141,8 @@ export class SnapshotPoller extends EventTarget {
     eventsPath = 'events',
     safetyMs = 120000,
     pushRetryMs = 30000,
+    catchUpMs = 250,
+    catchUpTries = 4,
   } = {}) {
     super();
     this.game = game;
@@ -147,6 +153,10 @@ export class SnapshotPoller extends EventTarget {
     this.eventsPath = eventsPath;
     this.safetyMs = safetyMs;
     this.pushRetryMs = pushRetryMs;
+    this.catchUpMs = catchUpMs;
+    this.catchUpTries = catchUpTries;
+    this.pushed = null; // the newest pushed version while the held snapshot is older
+    this.tries = 0; // polls since then that did not bring it
     this.source = null; // the EventSource while the stream is wanted
     this.streaming = false; // the stream is open: polls are only a safety net
     this.pushTimer = 0;
@@ -174,6 +184,8 @@ export class SnapshotPoller extends EventTarget {
     this.generation++;
     this.etag = null;
     this.snapshot = null;
+    this.pushed = null;
+    this.tries = 0;
   }
 
   /* Something is expected to change: poll in ms and restart the back-off. */
@@ -203,7 +215,12 @@ export class SnapshotPoller extends EventTarget {
     source.addEventListener('version', (event) => {
       if (this.source !== source) return;
       const version = parseJson(event.data)?.version;
-      if (version !== undefined && this.newer(version)) this.soon(0);
+      if (version === undefined || !this.newer(version)) return;
+      if (this.pushed === null || BigInt(version) > BigInt(this.pushed)) {
+        this.pushed = String(version);
+        this.tries = 0;
+      }
+      this.soon(0);
     });
     source.addEventListener('resync', () => {
       if (this.source === source) this.soon(0);
@@ -251,6 +268,18 @@ export class SnapshotPoller extends EventTarget {
     const held = this.etag ? this.etag.replace(/^W\//, '').replace(/"/g, '') : '';
     if (!/^\d+$/.test(held)) return true;
     return BigInt(version) > BigInt(held);
+  }
+
+  /* The wait before the next poll: shorter while a pushed version has not come yet. */
+  catchUp(delayMs) {
+    if (this.pushed === null) return delayMs;
+    if (this.newer(this.pushed) && this.tries < this.catchUpTries) {
+      this.tries++;
+      return Math.min(delayMs, this.catchUpMs * this.tries);
+    }
+    this.pushed = null; // held now, or given up: the next push or safety poll brings it
+    this.tries = 0;
+    return delayMs;
   }
 
   /* A poll is due (false while stopped or hidden). */
@@ -306,7 +335,7 @@ export class SnapshotPoller extends EventTarget {
     const now = this.again || generation !== this.generation;
     this.again = false;
     this.quiet = changed || now ? 0 : this.quiet + 1;
-    const delayMs = now ? 0 : this.delayMs();
+    const delayMs = now ? 0 : this.catchUp(this.delayMs());
     this.dispatchEvent(new CustomEvent('poll', { detail: { ok, status, changed, delayMs } }));
     this.schedule(delayMs);
   }
