@@ -130,9 +130,9 @@ class Tx:
     async def connection(self) -> AsyncConnection:
         """The transaction's Core connection (for ``Stocks`` and ``db.driver``), with the
         session's pending ORM objects written first, so a statement on it sees them."""
+        await self.flush()
         if self._connection is None:
             return await self.session.connection()
-        await self.flush()
         return self._connection
 
     async def flush(self) -> None:

@@ -11,10 +11,8 @@ runs under the strict CSP (no inline script or style).
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sqlite3
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,14 +22,20 @@ from redis import Redis
 
 from common.snapshot_versions import push_channel, version_key
 from gameapi import to_fixed
-from tests.browser.stack import Stack, enforce_csp, launch_chromium, run_stack
+from tests.browser.stack import (
+    PASSWORD,
+    Stack,
+    enforce_csp,
+    launch_chromium,
+    register,
+    run_stack,
+)
 from tests.conftest import TEST_REDIS_URL
 from tests.examples.spacegame.conftest import GAME, _migrate
 
 pytestmark = pytest.mark.slow
 
 WAIT_MS = 60_000
-PASSWORD = "browser test password"
 
 
 @pytest.fixture
@@ -41,18 +45,6 @@ def stack(redis_prefix: str, tmp_path: Path) -> Iterator[Stack]:
     env = {"WORLD_SPEED": "200", "MAP_RADIUS": "5"}
     with run_stack(url, redis_prefix, tmp_path, game=GAME, env=env) as running:
         yield running
-
-
-def register(url: str, name: str) -> dict[str, int]:
-    request = urllib.request.Request(
-        f"{url}/api/register",
-        data=json.dumps({"name": name, "password": PASSWORD}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        body: dict[str, int] = json.loads(answer.read())
-    return body
 
 
 def give_fighters(stack: Stack, name: str, count: int) -> None:
