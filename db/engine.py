@@ -69,10 +69,27 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
+    if url.get_driver_name() == "asyncpg":
+        kwargs["connect_args"] = _asyncpg_connect_args(kwargs.get("connect_args", {}))
     engine = create_async_engine(url, **kwargs)
     if url.get_driver_name() == "asyncpg":
         event.listen(engine.sync_engine.pool, "checkout", _drop_closed)
     return engine
+
+
+def _asyncpg_connect_args(given: dict[str, Any]) -> dict[str, Any]:
+    """asyncpg's connection arguments for a game's statements: short reads and writes of a
+    few rows, each run many times."""
+    return {
+        # A statement longer than asyncpg caches by default (15 KiB; a game's snapshot
+        # statement is) would be parsed and planned anew on every run.
+        "max_cacheable_statement_size": 1 << 20,
+        **given,
+        # PostgreSQL compiles a statement to machine code (JIT) when its estimated cost
+        # passes a threshold, and a batch read whose estimates lag behind the world passes
+        # it: compiling then costs a hundred times the read.
+        "server_settings": {"jit": "off", **given.get("server_settings", {})},
+    }
 
 
 # SQLSTATE classes of a database that is down, starting or stopping, not of a bad statement:
