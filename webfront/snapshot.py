@@ -237,18 +237,24 @@ class SnapshotService:
 SNAPSHOTS = web.AppKey("snapshots", SnapshotService)
 
 
+READ_SESSION = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
+
+
 def read_engine(settings: Settings, builds: int) -> AsyncEngine:
     """The engine of snapshot builds: ``builds`` connections in autocommit, no pre-ping and
     no reset on return. A build is one SELECT: it needs no transaction, and each of those
     would be a round trip, each waiting for a loaded event loop (milliseconds).
 
-    On PostgreSQL (asyncpg) these sessions always use the statement's generic plan: it
-    takes an array of player ids, whose length the planner cannot know, so it would judge
-    the generic plan dearer and plan every read anew, which costs the server more CPU
-    than the read itself."""
+    On PostgreSQL (asyncpg) these sessions (``READ_SESSION``) always use the statement's
+    generic plan: it takes an array of player ids, whose length the planner cannot know,
+    so it would judge the generic plan dearer and plan every read anew, which costs the
+    server more CPU than the read itself. And they never scan a whole table where an
+    index finds the rows: a build reads one player's few rows of each table, but a plan
+    made from statistics that lag behind the world (taken when it was small) expects the
+    whole table to match and scans it."""
     extra: dict[str, Any] = {}
     if make_url(settings.database_url).get_driver_name() == "asyncpg":
-        extra["connect_args"] = {"server_settings": {"plan_cache_mode": "force_generic_plan"}}
+        extra["connect_args"] = {"server_settings": READ_SESSION}
     return create_engine(
         settings,
         isolation_level="AUTOCOMMIT",

@@ -39,6 +39,7 @@ from sqlalchemy import (
     literal_column,
     null,
     select,
+    true,
     union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -128,8 +129,8 @@ class SnapshotBuilder:
                                   for _, _, kinds in layouts)])
             for kind, minimum in (("i", 4 + len(self.stock_columns)), ("s", 1), ("j", 0))
         }  # fmt: skip
-        selects = []
-        for number, (spec, sub, kinds) in enumerate(layouts, FIRST_GAME_PART):
+        self._layouts = layouts
+        for spec, sub, kinds in layouts:
             seen = {"i": 1, "s": 0, "j": 0}  # i1 is the place or the player
             positions = []
             for kind in kinds:
@@ -145,8 +146,8 @@ class SnapshotBuilder:
                     tuple(n for n, k in enumerate(kinds) if k != "j"),
                 )
             )
-            selects.append(self._select(sub, kinds, number))
-        self.statement = self._statement(selects)
+        self.statement = self._statement(lateral=False)
+        self.lateral_statement = self._statement(lateral=True)
         self._compiled: dict[Dialect, SQLCompiler] = {}
 
     # ---- the statement
@@ -205,47 +206,65 @@ class SnapshotBuilder:
         offset = {"i": 2, "s": 2 + self.widths["i"], "j": 2 + self.widths["i"] + self.widths["s"]}
         return offset[kind] + index
 
-    def _select(self, sub: Any, kinds: list[str], part: int) -> Select[Any]:
+    def _select(self, sub: Any, kinds: list[str], part: int, lateral: bool) -> Select[Any]:
         """A game part's rows in the generic layout, for the batch's players."""
+        per_player = sub.c[0].key == "player_id"
+        driver: Any = aliased(Player) if per_player else aliased(Village)
+        owner = driver.id if per_player else driver.player_id
+        if lateral:
+            sub = _beside(driver, sub)
         columns = list(sub.c)
         typed: dict[str, list[Any]] = {"i": [columns[0]], "s": [], "j": []}
         for column, kind in zip(columns[1:], kinds, strict=True):
             typed[kind].append(column)
-        if columns[0].key == "player_id":
+        if lateral:
+            return (
+                select(*self._columns(owner, part, typed["i"], typed["s"], typed["j"]))
+                .join_from(driver, sub, true())
+                .where(_Batch(owner))
+            )
+        if per_player:
             return select(
                 *self._columns(columns[0], part, typed["i"], typed["s"], typed["j"])
             ).where(_Batch(columns[0]))
-        v = aliased(Village)
         return (
-            select(*self._columns(v.player_id, part, typed["i"], typed["s"], typed["j"]))
-            .join_from(v, sub, columns[0] == v.id)
-            .where(_Batch(v.player_id))
+            select(*self._columns(owner, part, typed["i"], typed["s"], typed["j"]))
+            .join_from(driver, sub, columns[0] == driver.id)
+            .where(_Batch(owner))
         )
 
-    def _statement(self, selects: list[Select[Any]]) -> Select[Any]:
+    def _statement(self, lateral: bool) -> Select[Any]:
         # Every part filters the batch on an indexed player id of its own, so the database
-        # drives each part from the batch's ids through indexes (a test reads SQLite's plan).
+        # drives each part from the batch's ids through indexes (a test reads SQLite's plan;
+        # another PostgreSQL's, see ``_beside``).
         v = aliased(Village)
         s = self.stocks.table
+        stock: Any = _beside(v, s.select()) if lateral else s
+        stock_on = true() if lateral else stock.c.village_id == v.id
+        stock_columns = [stock.c[c.key] for c in self.stock_columns]
         parts = [
             select(*self._columns(Player.id, HEAD, [], [Player.name])).where(_Batch(Player.id)),
             select(
                 *self._columns(
-                    v.player_id, VILLAGE, [v.id, v.x, v.y, s.c.updated_ms, *self.stock_columns],
+                    v.player_id, VILLAGE, [v.id, v.x, v.y, stock.c.updated_ms, *stock_columns],
                     [v.name],
                 )
             )
-            .join_from(v, s, s.c.village_id == v.id)
+            .join_from(v, stock, stock_on)
             .where(_Batch(v.player_id)),
-            *selects,
+            *(self._select(sub, kinds, number, lateral)
+              for number, (_, sub, kinds) in enumerate(self._layouts, FIRST_GAME_PART)),
         ]  # fmt: skip
         rows = union_all(*parts).subquery("parts")
         return select(rows).order_by(rows.c.owner, rows.c.part, rows.c.i1)
 
+    def statement_for(self, dialect: Dialect) -> Select[Any]:
+        return self.lateral_statement if dialect.name == "postgresql" else self.statement
+
     def compiled(self, dialect: Dialect) -> SQLCompiler:
         compiled = self._compiled.get(dialect)
         if compiled is None:
-            compiled = self.statement.compile(dialect=dialect)
+            compiled = self.statement_for(dialect).compile(dialect=dialect)
             assert isinstance(compiled, SQLCompiler)
             self._compiled[dialect] = compiled
         return compiled
@@ -311,6 +330,21 @@ class SnapshotBuilder:
             **own,
             "villages": list(villages.values()),
         }
+
+
+def _beside(driver: Any, rows: Any) -> Any:
+    """``rows`` (a query whose first column is a place's or a player's id) as a LATERAL
+    subquery of one ``driver`` row (a village or a player), for PostgreSQL.
+
+    Its planner chooses between a nested loop over the batch's few rows and a hash join
+    that scans the whole table (every building of the world, to find a dozen) from its
+    row estimates, and a generic plan cannot size the batch: the scan won whenever the
+    statistics lagged behind the world (a fresh world, an operator's bulk load) or the
+    table was small enough to look cheap. A lateral subquery that OFFSET 0 keeps from
+    being flattened can only be joined by a nested loop, so each part is read through its
+    own index from each of the batch's rows whatever the estimates say."""
+    sub = rows.subquery() if isinstance(rows, Select) else rows
+    return select(sub).where(sub.c[0] == driver.id).offset(literal_column("0")).lateral()
 
 
 def _empty(shape: str) -> Any:
@@ -386,8 +420,15 @@ async def build_snapshots(
     elif conn.dialect.driver == "asyncpg":
         rows = await _asyncpg_rows(builder, conn, ids)
     else:
-        rows = (await conn.execute(builder.statement, {"ids": _ids_value(conn.dialect, ids)})).all()
+        rows = await _sqlalchemy_rows(builder, conn, ids)
     return builder.snapshots(rows)
+
+
+async def _sqlalchemy_rows(
+    builder: SnapshotBuilder, conn: AsyncConnection, ids: Sequence[int]
+) -> Sequence[Sequence[Any]]:
+    statement = builder.statement_for(conn.dialect)
+    return (await conn.execute(statement, {"ids": _ids_value(conn.dialect, ids)})).all()
 
 
 def _compiled(dialect: Dialect) -> SQLCompiler:
@@ -445,4 +486,4 @@ async def _asyncpg_rows(
             compiled.string, *_params(compiled, conn.dialect, ids)
         )
     except Exception:
-        return (await conn.execute(builder.statement, {"ids": _ids_value(conn.dialect, ids)})).all()
+        return await _sqlalchemy_rows(builder, conn, ids)
