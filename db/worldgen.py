@@ -176,7 +176,8 @@ async def generate_world(
         await bulk_insert(conn, Player.__table__, player_rows)  # type: ignore[arg-type]
         await bulk_insert(conn, Village.__table__, village_rows)  # type: ignore[arg-type]
         await bulk_insert(conn, stocks.table, stock_rows)
-        for game_table, rows in game_rows(template, [v["id"] for v in village_rows]).items():
+        game_tables = game_rows(template, [v["id"] for v in village_rows])
+        for game_table, rows in game_tables.items():
             await bulk_insert(conn, game_table, rows)
         if conn.dialect.name == "postgresql":
             # COPY with explicit ids leaves the serial sequences behind; catch them up.
@@ -185,4 +186,11 @@ async def generate_world(
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"(SELECT COALESCE(MAX(id), 1) FROM {table}))"
                 )
+            # The planner sizes the tables from their statistics, which autovacuum updates
+            # only later (or never, where it is off): tell it now how large the world is.
+            loaded = [Player.__table__, Village.__table__, stocks.table, *game_tables]
+            await conn.exec_driver_sql(
+                "ANALYZE " + ", ".join(conn.dialect.identifier_preparer.format_table(t)
+                                       for t in loaded)  # type: ignore[arg-type]
+            )  # fmt: skip
     return WorldSummary(players, n_villages, first_village, first_village + n_villages - 1)
