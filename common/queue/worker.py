@@ -540,7 +540,6 @@ class PartitionWorker:
             tx = self._tx(session, now)
             follow: list[Event] = []
             if run:
-                await durable.record_processed(session, run, now)
                 started = time.perf_counter()
                 async with asyncio.timeout(reg.timeout_s):
                     await reg.handler(tx, run)

@@ -99,6 +99,39 @@ async def test_a_cancel_committed_after_the_claim_still_wins(
     assert run == [] and deferred == []  # the worker finds no row: acked without effect
 
 
+class _Abandon(Exception):
+    """Rolls a transaction back on purpose."""
+
+
+async def test_taking_an_event_records_it_processed_in_the_same_transaction(
+    queue: EventQueue, sessions: async_sessionmaker[AsyncSession], clock: ManualClock
+) -> None:
+    """The row goes and the processed record comes together (one statement on PostgreSQL),
+    before the handler runs: a rollback (a failed handler, a crash) undoes both."""
+    [due, later] = await _commit(
+        sessions, queue, [NewEvent(EFFECT, 0, START_MS), NewEvent(EFFECT, 4, START_MS)]
+    )
+    async with sessions() as session, session.begin():
+        assert await reschedule_durable(session, later.id, START_MS + 60_000) is True
+    claim = await queue.claim(0)
+    assert {e.id for e in claim.events} == {due.id, later.id}
+    try:
+        async with sessions() as session, session.begin():
+            run, deferred = await durable.take_events(session, claim.events, clock.now_ms())
+            assert [e.id for e in run] == [due.id]
+            assert [(e.id, at) for e, at in deferred] == [(later.id, START_MS + 60_000)]
+            recorded = await session.scalars(select(ProcessedEvent.event_id))
+            assert list(recorded) == [due.id]
+            raise _Abandon
+    except _Abandon:
+        pass
+    assert await counts(sessions) == {"processed": 0, "effects": 0, "distinct": 0, "pending": 2}
+    async with sessions() as session, session.begin():
+        run, _ = await durable.take_events(session, claim.events, clock.now_ms())
+    assert [e.id for e in run] == [due.id]
+    assert await counts(sessions) == {"processed": 1, "effects": 0, "distinct": 0, "pending": 1}
+
+
 async def test_reschedule_durable_defers_an_event_already_claimed(
     queue: EventQueue,
     sessions: async_sessionmaker[AsyncSession],
