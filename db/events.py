@@ -43,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from db.driver import rows
 from db.models import ScheduledEvent
 
 ERROR_MAX_LEN = 200  # scheduled_events.last_error is VARCHAR(200)
@@ -81,7 +82,8 @@ async def earliest_pending(db: Db) -> PendingHead | None:
     Rows of events running in other transactions stay visible until those commit, so
     its due time is a lower bound of every due time a follow-up can still be given.
     """
-    return _head((await db.execute(_EARLIEST)).first())
+    found = await rows(db, _EARLIEST, begin=False)
+    return _head(found[0] if found else None)
 
 
 def earliest_pending_sqlite(conn: sqlite3.Connection) -> PendingHead | None:

@@ -195,12 +195,12 @@ async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) ->
     # all is pending that early (the usual case)
     if (
         not any(map(_is_durable, events))
-        and (await session.execute(_ANY_HOLDING, {"last": last})).first() is None
+        and not await rows(session, _ANY_HOLDING, {"last": last}, begin=False)
     ):
         return {}
     dialect = session.get_bind().dialect.name
     params = _order_params(events, last, dialect)
-    return first_per_village(await session.execute(_EARLIER[dialect], params))
+    return first_per_village(await rows(session, _EARLIER[dialect], params, begin=False))
 
 
 def earlier_in_villages_sqlite(
