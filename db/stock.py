@@ -147,6 +147,8 @@ class Stocks:
         self.c = self.table.c
         self._ticks: dict[tuple[str, bool], Update] = {}
         self._spends: dict[str, Update] = {}
+        self._deposits: dict[str, Update] = {}
+        self._rate_setters: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
 
     def __repr__(self) -> str:
         return f"Stocks({', '.join(self.names)})"
@@ -347,18 +349,29 @@ class Stocks:
     ) -> None:
         """Settle and add ``amounts`` (fixed-point), capped by storage (excess is lost)."""
         self._known(amounts)
-        dialect, c = _dialect(db), self.c
-        values = self.settled_values(now_ms, dialect)
-        new_values = {
-            res: _least(dialect, self.cap_column(res), values[res] + amounts.get(res, 0))
-            for res in self.names
-        }
-        await db.execute(
-            update(self.table)
-            .where(c.village_id == village_id)
-            .values(**new_values, updated_ms=_greatest(dialect, c.updated_ms, now_ms))
-            .execution_options(synchronize_session=False)
-        )
+        params = {f"deposit_{res}": amounts.get(res, 0) for res in self.names}
+        params.update(deposit_village=village_id, deposit_now_ms=now_ms)
+        await driver.rows(db, self._prepared_deposit(_dialect(db)), params)
+
+    def _prepared_deposit(self, dialect: str) -> Update:
+        """``deposit``'s UPDATE with its values as parameters, built once per dialect."""
+        stmt = self._deposits.get(dialect)
+        if stmt is None:
+            c = self.c
+            now = bindparam("deposit_now_ms", type_=BigInteger)
+            values = self.settled_values(now, dialect)
+            added = {
+                res: _least(dialect, self.cap_column(res),
+                            values[res] + bindparam(f"deposit_{res}", type_=BigInteger))
+                for res in self.names
+            }  # fmt: skip
+            stmt = self._deposits[dialect] = (
+                update(self.table)
+                .where(c.village_id == bindparam("deposit_village", type_=BigInteger))
+                .values(**added, updated_ms=_greatest(dialect, c.updated_ms, now))
+                .execution_options(synchronize_session=False)
+            )
+        return stmt
 
     async def set_rates(
         self,
@@ -377,20 +390,37 @@ class Stocks:
         unknown = set(caps or ()) - set(self.caps)
         if unknown:
             raise KeyError(f"unknown cap(s) {sorted(unknown)}; declared: {list(self.caps)}")
-        dialect, c = _dialect(db), self.c
-        values: dict[str, Any] = dict(self.settled_values(now_ms, dialect))
         for res, rate in rates.items():
             if rate < 0 and res not in self.declining:
                 raise ValueError(f"{res} may not decline (rate {rate}); declare may_decline=True")
-            values[f"{res}_rate"] = rate
-        for cap, units in (caps or {}).items():
-            values[f"{cap}_cap"] = to_fixed(units)
-        await db.execute(
-            update(self.table)
-            .where(c.village_id == village_id)
-            .values(**values, updated_ms=_greatest(dialect, c.updated_ms, now_ms))
-            .execution_options(synchronize_session=False)
+        params: dict[str, Any] = {f"new_{res}_rate": rate for res, rate in rates.items()}
+        params.update({f"new_{cap}_cap": to_fixed(units) for cap, units in (caps or {}).items()})
+        params.update(rates_village=village_id, rates_now_ms=now_ms)
+        stmt = self._prepared_set_rates(
+            _dialect(db), tuple(sorted(rates)), tuple(sorted(caps or ()))
         )
+        await driver.rows(db, stmt, params)
+
+    def _prepared_set_rates(
+        self, dialect: str, rates: tuple[str, ...], caps: tuple[str, ...]
+    ) -> Update:
+        """``set_rates``' UPDATE for these rates and caps, with every value a parameter, built
+        once per dialect and set of names (events change production: buildings, troops)."""
+        key = (dialect, rates, caps)
+        stmt = self._rate_setters.get(key)
+        if stmt is None:
+            c = self.c
+            now = bindparam("rates_now_ms", type_=BigInteger)
+            values: dict[str, Any] = dict(self.settled_values(now, dialect))
+            for name in (*(f"{res}_rate" for res in rates), *(f"{cap}_cap" for cap in caps)):
+                values[name] = bindparam(f"new_{name}", type_=BigInteger)
+            stmt = self._rate_setters[key] = (
+                update(self.table)
+                .where(c.village_id == bindparam("rates_village", type_=BigInteger))
+                .values(**values, updated_ms=_greatest(dialect, c.updated_ms, now))
+                .execution_options(synchronize_session=False)
+            )
+        return stmt
 
     async def set_caps(
         self,
