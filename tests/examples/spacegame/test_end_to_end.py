@@ -77,8 +77,10 @@ async def world(
     try:
         yield World(client, engine, running, players)
     finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        # stopped as an operator stops it: a cancel that landed while it was still starting
+        # was seen lost (it then served on, and the test never ended)
+        server.stop()
+        await running
         await engine.dispose()
 
 

@@ -42,6 +42,7 @@ async def test_a_wave_of_attacks(space_settings: Settings, redis: Redis) -> None
         clock=SYSTEM_CLOCK,
     )  # fmt: skip
     running = None
+    server = None
     try:
         await generate_world(
             engine, players=PLANETS, template=GAME.new_place(space_settings.world_speed, True),
@@ -110,9 +111,9 @@ async def test_a_wave_of_attacks(space_settings: Settings, redis: Redis) -> None
             )
             assert negative.scalar() == 0
     finally:
-        if running is not None:
-            running.cancel()
-            await asyncio.gather(running, return_exceptions=True)
+        if server is not None and running is not None:
+            server.stop()  # not a cancel: see test_end_to_end's world
+            await running
         await engine.dispose()
 
 
