@@ -193,9 +193,8 @@ async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) ->
     last = max(e.due_ms for e in events)
     # a batch without rows of its own: one probe answers for every village when no row at
     # all is pending that early (the usual case)
-    if (
-        not any(map(_is_durable, events))
-        and not await rows(session, _ANY_HOLDING, {"last": last}, begin=False)
+    if not any(map(_is_durable, events)) and not await rows(
+        session, _ANY_HOLDING, {"last": last}, begin=False
     ):
         return {}
     dialect = session.get_bind().dialect.name
