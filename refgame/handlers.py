@@ -25,14 +25,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Integer, String, Table, bindparam, delete, select, update
+from sqlalchemy import Table, delete, select, update
 
 from common.amounts import to_fixed
 from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
-from db.models import Village
 from gameapi import JobContext
 from gameserver.retention import prune_rows
 from refgame import rankings, state
@@ -79,75 +78,53 @@ def _side(village: state.VillageInfo) -> dict[str, Any]:
     }
 
 
-# What every build_done and train_done runs, built once (``tx.rows``: on the driver)
-_BUILDINGS, _BUILD_ORDERS = cast(Table, Building.__table__), cast(Table, BuildOrder.__table__)
-_TRAINING_ORDERS, _VILLAGES = cast(Table, TrainingOrder.__table__), cast(Table, Village.__table__)
-_AT_VILLAGE = bindparam("at_village", type_=BigInteger)
-_OF_KIND = bindparam("of_kind", type_=String)
-_TAKE_BUILD_ORDER = (
-    delete(_BUILD_ORDERS)
-    .where(_BUILD_ORDERS.c.id == bindparam("order_id", type_=BigInteger))
-    .returning(_BUILD_ORDERS.c.kind, _BUILD_ORDERS.c.target_level)
-)
-_LEVEL_OF = select(_BUILDINGS.c.level).where(
-    _BUILDINGS.c.village_id == _AT_VILLAGE, _BUILDINGS.c.kind == _OF_KIND
-)
-_SET_LEVEL = (
-    update(_BUILDINGS)
-    .where(_BUILDINGS.c.village_id == _AT_VILLAGE, _BUILDINGS.c.kind == _OF_KIND)
-    .values(level=bindparam("new_level", type_=Integer))
-)
-_TAKE_TRAINING_ORDER = (
-    delete(_TRAINING_ORDERS)
-    .where(_TRAINING_ORDERS.c.id == bindparam("order_id", type_=BigInteger))
-    .returning(_TRAINING_ORDERS.c.unit, _TRAINING_ORDERS.c.count)
-)
-_OWNER = select(_VILLAGES.c.player_id).where(_VILLAGES.c.id == _AT_VILLAGE)
-
-
-async def _touch_owner(tx: state.GameTx, village_id: int) -> None:
-    """The village's owner sees a new snapshot (none: the village is gone)."""
-    owner = await tx.rows(_OWNER, {"at_village": village_id})
-    tx.touch_players([owner[0][0] if owner else None])
-
-
 async def build_done(
     tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
 ) -> None:
-    taken = await tx.rows(_TAKE_BUILD_ORDER, {"order_id": int(payload["order_id"])})
-    if not taken:  # the village was deleted with its orders
+    order = await tx.session.get(BuildOrder, int(payload["order_id"]))
+    if order is None:  # the village was deleted with its orders
         return
-    kind, target_level = taken[0]
-    where = {"at_village": village_id, "of_kind": kind}
-    found = await tx.rows(_LEVEL_OF, where)
-    old_level = found[0][0] if found else 0
-    await tx.rows(_SET_LEVEL, {**where, "new_level": target_level})
+    old_level = (
+        await tx.session.execute(
+            select(Building.level).where(
+                Building.village_id == village_id, Building.kind == order.kind
+            )
+        )
+    ).scalar() or 0
+    await tx.session.execute(
+        update(Building)
+        .where(Building.village_id == village_id, Building.kind == order.kind)
+        .values(level=order.target_level)
+    )
+    await tx.session.execute(delete(BuildOrder).where(BuildOrder.id == order.id))
     deltas: dict[str, int] = {}
     caps = None
-    if kind in RESOURCE_OF_FIELD:
-        gain = field_production(target_level, tx.world_speed) - field_production(
+    if order.kind in RESOURCE_OF_FIELD:
+        gain = field_production(order.target_level, tx.world_speed) - field_production(
             old_level, tx.world_speed
         )
-        deltas[RESOURCE_OF_FIELD[kind]] = gain
-    if kind in ("warehouse", "granary"):
+        deltas[RESOURCE_OF_FIELD[order.kind]] = gain
+    if order.kind in ("warehouse", "granary"):
         caps = village_caps(await state.buildings_of(tx.session, village_id))
     if deltas or caps:
         await state.change_rates(tx.session, village_id, due_ms, tx, deltas, caps)
-    await _touch_owner(tx, village_id)
+    info = await state.village_info(tx.session, village_id)
+    tx.touch_players([info.player_id if info else None])
 
 
 async def train_done(
     tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
 ) -> None:
-    taken = await tx.rows(_TAKE_TRAINING_ORDER, {"order_id": int(payload["order_id"])})
-    if not taken:
+    order = await tx.session.get(TrainingOrder, int(payload["order_id"]))
+    if order is None:
         return
-    unit, count = taken[0]
-    await state.add_troops(tx.session, village_id, village_id, {unit: count})
+    await tx.session.execute(delete(TrainingOrder).where(TrainingOrder.id == order.id))
+    await state.add_troops(tx.session, village_id, village_id, {order.unit: order.count})
     await state.change_rates(
-        tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({unit: count})}
+        tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({order.unit: order.count})}
     )
-    await _touch_owner(tx, village_id)
+    info = await state.village_info(tx.session, village_id)
+    tx.touch_players([info.player_id if info else None])
 
 
 async def troops_lost(

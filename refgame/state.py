@@ -15,11 +15,9 @@ from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql import Executable
 
 from common.ids import IdGenerator
 from db.models import Village
-from gameapi import Rows
 from refgame.economy import starvation_time_ms, stock_at
 from refgame.models import Building, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
@@ -49,10 +47,6 @@ class GameTx(Scheduler, Protocol):
     def world_speed(self) -> float: ...
 
     def touch_players(self, player_ids: Iterable[int | None]) -> None: ...
-
-    async def rows(
-        self, statement: Executable, params: Mapping[str, Any] | None = None
-    ) -> Rows: ...
 
 
 @dataclass(frozen=True)
