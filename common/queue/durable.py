@@ -273,7 +273,7 @@ async def take_events(
     deleted: set[int] = set()
     deferred: list[tuple[Event, int]] = []
     if durable_ids:
-        deleted = await _take_durable(session, durable_ids, now_ms)
+        deleted = await _take_durable(session, [e for e in events if e.durable], now_ms)
         if len(deleted) != len(durable_ids):
             rest = [i for i in durable_ids if i not in deleted]
             rows = await session.execute(
@@ -302,8 +302,9 @@ async def take_events(
     return run, deferred
 
 
-async def _take_durable(session: AsyncSession, ids: list[int], now_ms: int) -> set[int]:
-    """Delete the due rows among ``ids`` and record them as processed; their ids."""
+async def _take_durable(session: AsyncSession, events: list[Event], now_ms: int) -> set[int]:
+    """Delete the due rows of ``events`` and record those events as processed; their ids."""
+    ids = [e.id for e in events]
     if session.get_bind().dialect.name == "postgresql":
         taken = await rows(session, _TAKE_AND_RECORD, {"ids": ids, "now": now_ms})
         return {event_id for (event_id,) in taken}
@@ -314,19 +315,12 @@ async def _take_durable(session: AsyncSession, ids: list[int], now_ms: int) -> s
             ScheduledEvent.due_ms <= now_ms,
             ScheduledEvent.dead_ms.is_(None),
         )
-        .returning(ScheduledEvent.id, ScheduledEvent.kind, ScheduledEvent.village_id),
+        .returning(ScheduledEvent.id),
         execution_options={"synchronize_session": False},
     )
-    taken = result.all()
-    if taken:
-        await session.execute(
-            insert(ProcessedEvent),
-            [
-                {"event_id": i, "kind": kind, "village_id": v, "processed_ms": now_ms}
-                for i, kind, v in taken
-            ],
-        )
-    return {event_id for event_id, _, _ in taken}
+    deleted = set(result.scalars())
+    await record_processed(session, [e for e in events if e.id in deleted], now_ms)
+    return deleted
 
 
 async def record_processed(session: AsyncSession, events: Sequence[Event], now_ms: int) -> None:
