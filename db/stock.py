@@ -357,7 +357,6 @@ class Stocks:
         """``deposit``'s UPDATE with its values as parameters, built once per dialect."""
         stmt = self._deposits.get(dialect)
         if stmt is None:
-            c = self.c
             now = bindparam("deposit_now_ms", type_=BigInteger)
             values = self.settled_values(now, dialect)
             added = {
@@ -365,12 +364,7 @@ class Stocks:
                             values[res] + bindparam(f"deposit_{res}", type_=BigInteger))
                 for res in self.names
             }  # fmt: skip
-            stmt = self._deposits[dialect] = (
-                update(self.table)
-                .where(c.village_id == bindparam("deposit_village", type_=BigInteger))
-                .values(**added, updated_ms=_greatest(dialect, c.updated_ms, now))
-                .execution_options(synchronize_session=False)
-            )
+            stmt = self._deposits[dialect] = self._settling_update(dialect, "deposit", added, now)
         return stmt
 
     async def set_rates(
@@ -409,18 +403,25 @@ class Stocks:
         key = (dialect, rates, caps)
         stmt = self._rate_setters.get(key)
         if stmt is None:
-            c = self.c
             now = bindparam("rates_now_ms", type_=BigInteger)
             values: dict[str, Any] = dict(self.settled_values(now, dialect))
             for name in (*(f"{res}_rate" for res in rates), *(f"{cap}_cap" for cap in caps)):
                 values[name] = bindparam(f"new_{name}", type_=BigInteger)
-            stmt = self._rate_setters[key] = (
-                update(self.table)
-                .where(c.village_id == bindparam("rates_village", type_=BigInteger))
-                .values(**values, updated_ms=_greatest(dialect, c.updated_ms, now))
-                .execution_options(synchronize_session=False)
-            )
+            stmt = self._rate_setters[key] = self._settling_update(dialect, "rates", values, now)
         return stmt
+
+    def _settling_update(
+        self, dialect: str, prefix: str, values: Mapping[str, Any], now: Any
+    ) -> Update:
+        """An UPDATE of the village ``{prefix}_village`` setting ``values``, settled at
+        ``now`` (never moving ``updated_ms`` back)."""
+        c = self.c
+        return (
+            update(self.table)
+            .where(c.village_id == bindparam(f"{prefix}_village", type_=BigInteger))
+            .values(**values, updated_ms=_greatest(dialect, c.updated_ms, now))
+            .execution_options(synchronize_session=False)
+        )
 
     async def set_caps(
         self,
