@@ -27,8 +27,14 @@ async def _wait(event: asyncio.Event | None, timeout_s: float) -> None:
     if event is None:
         await asyncio.sleep(timeout_s)
         return
+    if event.is_set():
+        return
+    # asyncio.timeout, not wait_for: no task per sleep (the workers sleep thousands of times
+    # a second under a steady flow), and a cancellation is never lost to a wake-up that
+    # lands at the same moment, as it can be with Python 3.11's wait_for
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
 
 
 class SystemClock:

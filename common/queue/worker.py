@@ -175,7 +175,7 @@ class PartitionWorker:
         try:
             await self._loop()
         finally:
-            done.set()  # not cancel(): Python 3.11's wait_for can swallow a cancellation
+            done.set()  # the renewer wakes from its sleep and returns
             await renewer
 
     # --- the loop -----------------------------------------------------------
