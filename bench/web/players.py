@@ -160,18 +160,26 @@ async def stock_players(settings: Any, players: Sequence[Player]) -> None:
 
 
 async def sweep_orders(settings: Any, stop: asyncio.Event) -> None:
-    """Delete queued build orders every 100 ms until ``stop``, as finished builds leave the
-    queue: the players who can pay never meet the queue limit."""
-    from sqlalchemy import text
+    """Every 100 ms until ``stop`` (at least once), end the queued builds as finished ones
+    leave the queue: their orders and their events go. The players who can pay then
+    never meet the queue limit, nor, with no task server to run the events, a village
+    with an overdue event (refused as ``events_pending``)."""
+    from sqlalchemy import delete
 
     from db.engine import create_engine
+    from db.models import ScheduledEvent
+    from refgame.handlers import BUILD_DONE
+    from refgame.models import BuildOrder
 
     engine = create_engine(settings)
     try:
-        while not stop.is_set():
+        while True:
             async with engine.begin() as conn:
-                await conn.execute(text("DELETE FROM build_orders"))
+                await conn.execute(delete(BuildOrder))
+                await conn.execute(delete(ScheduledEvent).where(ScheduledEvent.kind == BUILD_DONE))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.1)
+            if stop.is_set():
+                return
     finally:
         await engine.dispose()

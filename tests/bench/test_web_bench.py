@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -11,8 +12,22 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.web import PHASES, Req, python_load, wrk_script
+from bench.web.players import sweep_orders
+from common.clock import ManualClock
+from common.settings import Settings
+from db.models import ScheduledEvent
+from db.worldgen import generate_world
+from gameapi import load_game
+from gameapi.testing import GameDriver
+from refgame import commands
+from refgame.handlers import BUILD_DONE
+from refgame.models import BuildOrder
+from refgame.resources import STOCKS
+from refgame.world import village_template
 from tests.conftest import TEST_REDIS_URL
 
 
@@ -154,3 +169,32 @@ def test_web_bench_measures_the_command_ceiling_on_postgresql(tmp_path: Path) ->
         figures["targets_met"]
     )
     assert "commands/ceiling" in proc.stdout
+
+
+async def test_the_order_sweep_ends_queued_builds_with_their_events(
+    settings: Settings, engine: AsyncEngine
+) -> None:
+    """Without a task server, a build's event left behind comes due and the village refuses
+    every later command as ``events_pending``: the bench's build phase would measure
+    refusals. The sweep ends orders and events together, as finished builds do."""
+    clock = ManualClock(1_750_000_000_000)
+    await generate_world(
+        engine, stocks=STOCKS, players=1, template=village_template(1.0), shards=1,
+        map_radius=3, seed=1, clock=clock,
+    )  # fmt: skip
+    game = GameDriver(load_game("refgame"), engine, clock)
+    await game.command(commands.build, 1, 1, "woodcutter")
+
+    async def counts() -> tuple[int, int]:
+        async with engine.connect() as conn:
+            orders = await conn.scalar(select(func.count()).select_from(BuildOrder))
+            events = await conn.scalar(
+                select(func.count()).where(ScheduledEvent.kind == BUILD_DONE)
+            )
+            return int(orders or 0), int(events or 0)
+
+    assert await counts() == (1, 1)
+    stop = asyncio.Event()
+    stop.set()  # one pass
+    await sweep_orders(settings, stop)
+    assert await counts() == (0, 0)
