@@ -221,3 +221,9 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
                 f"{'met' if met[f'{phase}_p99'] else 'MISSED'})"
             )
         report.console.print("commands: " + "; ".join(parts))
+        for phase in ("commands", "refused"):
+            if not figures.answered_as_meant(phase):
+                report.console.print(
+                    f"[yellow]the {phase} phase was not answered as meant (all accepted, or "
+                    f"all refused): its ratio counts as missed[/yellow]"
+                )
