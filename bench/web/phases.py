@@ -15,6 +15,9 @@ from bench.web.load import LoadGenerator
 from bench.web.model import CEILING, PHASES, TARGETS, LoadResult, Player
 from bench.web.players import phase_requests, refresh_players
 
+# a build phase at 100 connections on as many players meets a full build queue now and then
+STRAY_ANSWERS = 0.01
+
 
 @dataclass
 class Changes:
@@ -51,12 +54,14 @@ class WebFigures:
         return None
 
     def answered_as_meant(self, phase: str) -> bool:
-        """Did the command phase measure what it names: builds all accepted, refusals all
-        refused? A build phase answered 409 measures refusals (and reads faster)."""
+        """Did the command phase measure what it names: builds accepted, refusals refused
+        (all but ``STRAY_ANSWERS``)? A build phase answered 409 measures refusals, which
+        read faster."""
         r = self.at(phase)
         if r is None:
             return False
-        return r.ok_share == 1.0 if phase == "commands" else set(r.statuses) == {"409"}
+        meant = r.ok_share if phase == "commands" else r.statuses.get("409", 0) / r.requests
+        return meant >= 1 - STRAY_ANSWERS
 
     def summary(self) -> dict[str, Any]:
         ratios: dict[str, float | None] = {}

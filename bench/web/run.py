@@ -224,6 +224,6 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
         for phase in ("commands", "refused"):
             if not figures.answered_as_meant(phase):
                 report.console.print(
-                    f"[yellow]the {phase} phase was not answered as meant (all accepted, or "
-                    f"all refused): its ratio counts as missed[/yellow]"
+                    f"[yellow]the {phase} phase was not answered as meant (accepted, or "
+                    f"refused): its ratio counts as missed[/yellow]"
                 )
