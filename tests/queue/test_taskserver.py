@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from redis.asyncio import Redis
 from sqlalchemy import event
+from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.pool import Pool
@@ -381,3 +382,38 @@ async def test_busy_workers_keep_their_pooled_connections(
     }  # fmt: skip
     # a connection opened only when all the others were in use: none was thrown away
     assert opened <= peak
+
+
+async def test_batches_pay_no_pre_ping(
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pre-ping is three round trips per checkout and a batch checks out twice: a flow of
+    one-event batches paid more for pings than for its events. A closed connection is
+    replaced at checkout without one (``db.engine``)."""
+    pings = 0
+    ping = DefaultDialect._do_ping_w_event
+
+    def counted(self: DefaultDialect, dbapi_connection: object) -> bool:
+        nonlocal pings
+        pings += 1
+        return ping(self, dbapi_connection)
+
+    monkeypatch.setattr(DefaultDialect, "_do_ping_w_event", counted)
+    world = settings.model_copy(update={"queue_partitions": 4})
+    queue = make_queue(partitions=4)
+    async with sessions() as session, session.begin():
+        durable = await add_durable_events(
+            session, [NewEvent(EFFECT, v, START_MS - 1_000 + v) for v in range(12)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    await queue.index(durable)
+    config = dataclasses.replace(FAST, batch_size=1, claim_ahead_ms=0)
+    server = TaskServer(world, _registry(), clock, config=config, burst=True)
+    pings = 0  # the task server's own, not the test's engine's
+    await asyncio.wait_for(server.run(), 60)
+    assert pings == 0
+    assert await counts(sessions) == {"processed": 12, "effects": 12, "distinct": 12, "pending": 0}
