@@ -32,7 +32,7 @@ from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
 from db.driver import rows
-from db.events import HOLDS_VILLAGE_SQL
+from db.events import HOLDS_VILLAGE_SQL, Db
 from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
@@ -179,7 +179,7 @@ def _order_params(events: Sequence[Event], last: int, dialect: str) -> dict[str,
     return {"last": last, "villages": _json_ints(villages), "ids": _json_ints(ids)}
 
 
-async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) -> dict[int, Event]:
+async def earlier_in_villages(db: Db, events: Sequence[Event]) -> dict[int, Event]:
     """Per village of ``events``: the first pending event (in run order) that holds the
     village (``db.events``), is not one of ``events`` and is due no later than the last
     of them.
@@ -194,12 +194,12 @@ async def earlier_in_villages(session: AsyncSession, events: Sequence[Event]) ->
     # a batch without rows of its own: one probe answers for every village when no row at
     # all is pending that early (the usual case)
     if not any(map(_is_durable, events)) and not await rows(
-        session, _ANY_HOLDING, {"last": last}, begin=False
+        db, _ANY_HOLDING, {"last": last}, begin=False
     ):
         return {}
-    dialect = session.get_bind().dialect.name
+    dialect = (db.get_bind() if isinstance(db, AsyncSession) else db).dialect.name
     params = _order_params(events, last, dialect)
-    return first_per_village(await rows(session, _EARLIER[dialect], params, begin=False))
+    return first_per_village(await rows(db, _EARLIER[dialect], params, begin=False))
 
 
 def earlier_in_villages_sqlite(

@@ -9,11 +9,12 @@ import math
 import operator
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.queue import codec, durable
 from common.queue.claims import ClaimLine
@@ -159,6 +160,14 @@ class PartitionWorker:
         self._lateness = self.metrics.lateness
         # on SQLite the order check of each batch reads without aiosqlite's thread
         self._reader = SqliteReader.for_sessions(sessions)
+        bind = None if sessions is None else sessions.kw.get("bind")
+        self._engine: AsyncEngine | None = bind if isinstance(bind, AsyncEngine) else None
+
+    def _connect(self) -> AbstractAsyncContextManager[AsyncSession | AsyncConnection]:
+        """A connection for reads outside a transaction: the engine's, or (sessions bound
+        otherwise) a session."""
+        assert self.sessions is not None
+        return self._engine.connect() if self._engine is not None else self.sessions()
 
     def stop(self) -> None:
         """Finish the batch in hand, hand back a prefetched one, and return from ``run``."""
@@ -423,9 +432,10 @@ class PartitionWorker:
         if read is not None:
             head, earlier = read
         else:
-            async with self.sessions() as session:
-                head = await pending.earliest_pending(session) if lookahead else None
-                earlier = await durable.earlier_in_villages(session, events)
+            # a Core connection, not an ORM session: two plain reads need none of its state
+            async with self._connect() as conn:
+                head = await pending.earliest_pending(conn) if lookahead else None
+                earlier = await durable.earlier_in_villages(conn, events)
         if head is None and not earlier:
             self._note_hold(now, None, 0)
             return events, []
