@@ -13,6 +13,7 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy import event
 from sqlalchemy.engine.default import DefaultDialect
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.pool import Pool
@@ -397,7 +398,7 @@ async def test_batches_pay_no_pre_ping(
     pings = 0
     ping = DefaultDialect._do_ping_w_event
 
-    def counted(self: DefaultDialect, dbapi_connection: object) -> bool:
+    def counted(self: DefaultDialect, dbapi_connection: DBAPIConnection) -> bool:
         nonlocal pings
         pings += 1
         return ping(self, dbapi_connection)
