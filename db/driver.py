@@ -101,6 +101,12 @@ def _prepared(
     return prepared
 
 
+def dialect_name(db: AsyncSession | AsyncConnection) -> str:
+    """The dialect ``db`` speaks ("postgresql", "sqlite"): a session's bind's, or the
+    connection's."""
+    return db.get_bind().dialect.name if isinstance(db, AsyncSession) else db.dialect.name
+
+
 async def rows(
     db: AsyncSession | AsyncConnection,
     statement: Executable,

@@ -58,10 +58,6 @@ def _greatest(dialect: str, *args: Any) -> ColumnElement[int]:
     return func.greatest(*args) if dialect == "postgresql" else func.max(*args)
 
 
-def _dialect(db: AsyncSession | AsyncConnection) -> str:
-    return db.get_bind().dialect.name if isinstance(db, AsyncSession) else db.dialect.name
-
-
 # Past this many villages with overdue events a tick is skipped: the queue is
 # catching up, and a skipped tick loses nothing (the next one covers its dt).
 MAX_HELD_VILLAGES = 5_000
@@ -290,7 +286,7 @@ class Stocks:
             update(self.table)
             .where(c.village_id.in_(list(village_ids)), c.updated_ms < now_ms)
             .values(
-                **self.settled_values(now_ms, _dialect(db), moves_forward=True),
+                **self.settled_values(now_ms, driver.dialect_name(db), moves_forward=True),
                 updated_ms=now_ms,
             )
             .execution_options(synchronize_session=False)
@@ -313,7 +309,7 @@ class Stocks:
         self._known(cost)
         params = {f"spend_{res}": cost.get(res, 0) for res in self.names}
         params.update(spend_village=village_id, spend_now_ms=now_ms)
-        found = await driver.rows(db, self._prepared_spend(_dialect(db)), params)
+        found = await driver.rows(db, self._prepared_spend(driver.dialect_name(db)), params)
         return int(found[0][0]) if found else None
 
     def _prepared_spend(self, dialect: str) -> Update:
@@ -351,7 +347,7 @@ class Stocks:
         self._known(amounts)
         params = {f"deposit_{res}": amounts.get(res, 0) for res in self.names}
         params.update(deposit_village=village_id, deposit_now_ms=now_ms)
-        await driver.rows(db, self._prepared_deposit(_dialect(db)), params)
+        await driver.rows(db, self._prepared_deposit(driver.dialect_name(db)), params)
 
     def _prepared_deposit(self, dialect: str) -> Update:
         """``deposit``'s UPDATE with its values as parameters, built once per dialect."""
@@ -391,7 +387,7 @@ class Stocks:
         params.update({f"new_{cap}_cap": to_fixed(units) for cap, units in (caps or {}).items()})
         params.update(rates_village=village_id, rates_now_ms=now_ms)
         stmt = self._prepared_set_rates(
-            _dialect(db), tuple(sorted(rates)), tuple(sorted(caps or ()))
+            driver.dialect_name(db), tuple(sorted(rates)), tuple(sorted(caps or ()))
         )
         await driver.rows(db, stmt, params)
 

@@ -31,7 +31,7 @@ from common.queue.constants import DUE_MS_MAX, MAX_AHEAD_MS
 from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
-from db.driver import rows
+from db.driver import dialect_name, rows
 from db.events import HOLDS_VILLAGE_SQL, Db
 from db.models import ProcessedEvent, ScheduledEvent
 
@@ -197,7 +197,7 @@ async def earlier_in_villages(db: Db, events: Sequence[Event]) -> dict[int, Even
         db, _ANY_HOLDING, {"last": last}, begin=False
     ):
         return {}
-    dialect = (db.get_bind() if isinstance(db, AsyncSession) else db).dialect.name
+    dialect = dialect_name(db)
     params = _order_params(events, last, dialect)
     return first_per_village(await rows(db, _EARLIER[dialect], params, begin=False))
 
