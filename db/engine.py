@@ -152,6 +152,12 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
+def bound_engine(sessions: async_sessionmaker[AsyncSession] | None) -> AsyncEngine | None:
+    """The engine ``sessions`` are bound to (None: no sessions, or bound otherwise)."""
+    bind = None if sessions is None else sessions.kw.get("bind")
+    return bind if isinstance(bind, AsyncEngine) else None
+
+
 async def check_database(engine: AsyncEngine) -> None:
     """Raise UnreachableError (naming DATABASE_URL) unless the database answers."""
     try:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.queue.durable import earlier_in_villages_sqlite
 from common.queue.events import Event
+from db.engine import bound_engine
 from db.events import PendingHead, earliest_pending_sqlite
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,8 @@ class SqliteReader:
     @classmethod
     def for_sessions(cls, sessions: async_sessionmaker[AsyncSession] | None) -> SqliteReader | None:
         """A reader of the file ``sessions`` work on, or None (not SQLite, or in memory)."""
-        bind = None if sessions is None else sessions.kw.get("bind")
-        url = getattr(bind, "url", None)
+        engine = bound_engine(sessions)
+        url = None if engine is None else engine.url
         if url is None or url.get_backend_name() != "sqlite":
             return None
         path = url.database

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from common.queue import codec, durable
 from common.queue.claims import ClaimLine
@@ -26,7 +26,7 @@ from common.queue.sqlite_reader import SqliteReader
 from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from db import events as pending
-from db.engine import is_database_outage, is_transaction_conflict
+from db.engine import bound_engine, is_database_outage, is_transaction_conflict
 from db.stock import Stocks
 from gameserver.config import TaskServerConfig
 from gameserver.metrics import QueueMetrics
@@ -160,8 +160,7 @@ class PartitionWorker:
         self._lateness = self.metrics.lateness
         # on SQLite the order check of each batch reads without aiosqlite's thread
         self._reader = SqliteReader.for_sessions(sessions)
-        bind = None if sessions is None else sessions.kw.get("bind")
-        self._engine: AsyncEngine | None = bind if isinstance(bind, AsyncEngine) else None
+        self._engine = bound_engine(sessions)
 
     def _connect(self) -> AbstractAsyncContextManager[AsyncSession | AsyncConnection]:
         """A connection for reads outside a transaction: the engine's, or (sessions bound
