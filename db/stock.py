@@ -145,6 +145,10 @@ class Stocks:
         self._spends: dict[str, Update] = {}
         self._deposits: dict[str, Update] = {}
         self._rate_setters: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
+        self._read = select(self.table).where(
+            self.c.village_id == bindparam("read_village", type_=BigInteger)
+        )
+        self._read_names = tuple(column.key for column in self.table.c)
 
     def __repr__(self) -> str:
         return f"Stocks({', '.join(self.names)})"
@@ -430,6 +434,14 @@ class Stocks:
         await self.set_rates(db, village_id, {}, now_ms, caps=caps)
 
     # ---- rows
+
+    async def read(self, db: AsyncSession | AsyncConnection, village_id: int) -> dict[str, Any]:
+        """The village's row as stored (fixed-point stocks and caps, rates, ``updated_ms``),
+        by column name; ``KeyError`` when the village has none. A plain read (no lock)."""
+        found = await driver.rows(db, self._read, {"read_village": village_id}, begin=False)
+        if not found:
+            raise KeyError(f"village {village_id} has no stock row")
+        return dict(zip(self._read_names, found[0], strict=True))
 
     def row(
         self,

@@ -25,13 +25,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, select, update
+from sqlalchemy import BigInteger, Table, bindparam, delete, select, update
 
 from common.amounts import to_fixed
 from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
+from db.driver import rows
 from gameapi import JobContext
 from gameserver.retention import prune_rows
 from refgame import rankings, state
@@ -78,33 +79,44 @@ def _side(village: state.VillageInfo) -> dict[str, Any]:
     }
 
 
+# An order ends with its event: its row is taken (deleted, read back) in one statement, and
+# the statements are built once (``db.driver``), as these handlers run for most events.
+_ORDER = bindparam("order_id", type_=BigInteger)
+_B = cast(Table, Building.__table__)
+_TAKE_BUILD = (
+    delete(BuildOrder).where(BuildOrder.id == _ORDER)
+    .returning(BuildOrder.kind, BuildOrder.target_level)
+)  # fmt: skip
+_TAKE_TRAINING = (
+    delete(TrainingOrder).where(TrainingOrder.id == _ORDER)
+    .returning(TrainingOrder.unit, TrainingOrder.count)
+)  # fmt: skip
+_BUILDING = (_B.c.village_id == bindparam("b_village", type_=BigInteger)) & (
+    _B.c.kind == bindparam("b_kind")
+)
+_LEVEL = select(_B.c.level).where(_BUILDING)
+_SET_LEVEL = update(_B).where(_BUILDING).values(level=bindparam("new_level"))
+
+
 async def build_done(
     tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
 ) -> None:
-    order = await tx.session.get(BuildOrder, int(payload["order_id"]))
-    if order is None:  # the village was deleted with its orders
+    taken = await rows(tx.session, _TAKE_BUILD, {"order_id": int(payload["order_id"])})
+    if not taken:  # the village was deleted with its orders
         return
-    old_level = (
-        await tx.session.execute(
-            select(Building.level).where(
-                Building.village_id == village_id, Building.kind == order.kind
-            )
-        )
-    ).scalar() or 0
-    await tx.session.execute(
-        update(Building)
-        .where(Building.village_id == village_id, Building.kind == order.kind)
-        .values(level=order.target_level)
-    )
-    await tx.session.execute(delete(BuildOrder).where(BuildOrder.id == order.id))
+    kind, target_level = taken[0]
+    building = {"b_village": village_id, "b_kind": kind}
+    old = await rows(tx.session, _LEVEL, building)
+    old_level = (old[0][0] if old else 0) or 0
+    await rows(tx.session, _SET_LEVEL, {**building, "new_level": target_level})
     deltas: dict[str, int] = {}
     caps = None
-    if order.kind in RESOURCE_OF_FIELD:
-        gain = field_production(order.target_level, tx.world_speed) - field_production(
+    if kind in RESOURCE_OF_FIELD:
+        gain = field_production(target_level, tx.world_speed) - field_production(
             old_level, tx.world_speed
         )
-        deltas[RESOURCE_OF_FIELD[order.kind]] = gain
-    if order.kind in ("warehouse", "granary"):
+        deltas[RESOURCE_OF_FIELD[kind]] = gain
+    if kind in ("warehouse", "granary"):
         caps = village_caps(await state.buildings_of(tx.session, village_id))
     if deltas or caps:
         await state.change_rates(tx.session, village_id, due_ms, tx, deltas, caps)
@@ -115,13 +127,13 @@ async def build_done(
 async def train_done(
     tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
 ) -> None:
-    order = await tx.session.get(TrainingOrder, int(payload["order_id"]))
-    if order is None:
+    taken = await rows(tx.session, _TAKE_TRAINING, {"order_id": int(payload["order_id"])})
+    if not taken:
         return
-    await tx.session.execute(delete(TrainingOrder).where(TrainingOrder.id == order.id))
-    await state.add_troops(tx.session, village_id, village_id, {order.unit: order.count})
+    unit, count = taken[0]
+    await state.add_troops(tx.session, village_id, village_id, {unit: count})
     await state.change_rates(
-        tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({order.unit: order.count})}
+        tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({unit: count})}
     )
     info = await state.village_info(tx.session, village_id)
     tx.touch_players([info.player_id if info else None])

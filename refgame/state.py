@@ -11,12 +11,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import BigInteger, Insert, and_, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.ids import IdGenerator
+from db import driver
 from db.models import Village
 from refgame.economy import starvation_time_ms, stock_at
 from refgame.models import Building, Report, Troop
@@ -58,15 +59,22 @@ class VillageInfo:
     y: int
 
 
+# Every event handler and command reads a few rows of one village: these statements are built
+# once (``db.driver`` runs them on the driver, compiled once, on PostgreSQL).
+_VILLAGE = bindparam("village", type_=BigInteger)
+_VILLAGE_INFO = select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
+    Village.id == _VILLAGE
+)
+_BUILDINGS_OF = select(Building.kind, Building.level).where(Building.village_id == _VILLAGE)
+_TROOPS_HOME = select(Troop.unit, Troop.count).where(
+    Troop.village_id == _VILLAGE, Troop.home_village_id == _VILLAGE, Troop.count > 0
+)
+_ADD_TROOPS: dict[str, Insert] = {}  # by dialect: one row's upsert
+
+
 async def village_info(session: AsyncSession, village_id: int) -> VillageInfo | None:
-    row = (
-        await session.execute(
-            select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
-                Village.id == village_id
-            )
-        )
-    ).first()
-    return VillageInfo(*row) if row else None
+    found = await driver.rows(session, _VILLAGE_INFO, {"village": village_id}, begin=False)
+    return VillageInfo(*found[0]) if found else None
 
 
 async def villages_info(session: AsyncSession, ids: Iterable[int]) -> dict[int, VillageInfo]:
@@ -93,20 +101,14 @@ async def village_at(session: AsyncSession, x: int, y: int) -> VillageInfo | Non
 
 
 async def buildings_of(session: AsyncSession, village_id: int) -> dict[str, int]:
-    rows = await session.execute(
-        select(Building.kind, Building.level).where(Building.village_id == village_id)
-    )
-    return {kind: level for kind, level in rows}
+    found = await driver.rows(session, _BUILDINGS_OF, {"village": village_id}, begin=False)
+    return {kind: level for kind, level in found}
 
 
 async def troops_home(session: AsyncSession, village_id: int) -> dict[str, int]:
     """The village's own troops standing in it (not reinforcements from elsewhere)."""
-    rows = await session.execute(
-        select(Troop.unit, Troop.count).where(
-            Troop.village_id == village_id, Troop.home_village_id == village_id, Troop.count > 0
-        )
-    )
-    return {unit: count for unit, count in rows}
+    found = await driver.rows(session, _TROOPS_HOME, {"village": village_id}, begin=False)
+    return {unit: count for unit, count in found}
 
 
 async def troops_in(session: AsyncSession, village_id: int) -> dict[int, dict[str, int]]:
@@ -157,14 +159,23 @@ async def change_rates(
 
 async def stock_row(session: AsyncSession, village_id: int) -> dict[str, int]:
     """The village's ``village_stock`` row as a dict (fixed-point stocks and caps, rates)."""
-    row = (
-        await session.execute(select(STOCKS.table).where(STOCKS.c.village_id == village_id))
-    ).one()
-    return dict(row._mapping)
+    return await STOCKS.read(session, village_id)
 
 
 def _upsert(session: AsyncSession) -> Any:
-    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    return pg_insert if driver.dialect_name(session) == "postgresql" else sqlite_insert
+
+
+def _adding_troops(session: AsyncSession, values: list[dict[str, Any]] | None) -> Insert:
+    """An upsert adding counts to the troops at their keys: of ``values``, or of the
+    parameters it runs with (None)."""
+    stmt = _upsert(session)(Troop)
+    if values is not None:
+        stmt = stmt.values(values)
+    return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=["village_id", "home_village_id", "unit"],
+        set_={"count": Troop.count + stmt.excluded.count},
+    )
 
 
 async def add_troops(
@@ -182,14 +193,14 @@ async def add_troops(
 
 async def add_troop_counts(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
     """Add each row's ``count`` (may be negative) to the troops at its key, in one statement."""
-    if not rows:
-        return
-    stmt = _upsert(session)(Troop).values(rows)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["village_id", "home_village_id", "unit"],
-        set_={"count": Troop.count + stmt.excluded.count},
-    )
-    await session.execute(stmt)
+    if len(rows) > 1:
+        await session.execute(_adding_troops(session, rows))
+    elif rows:  # the usual case (a training ends): one row, a statement built once
+        dialect = driver.dialect_name(session)
+        stmt = _ADD_TROOPS.get(dialect)
+        if stmt is None:
+            stmt = _ADD_TROOPS[dialect] = _adding_troops(session, None)
+        await driver.rows(session, stmt, rows[0])
 
 
 async def take_troops(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from sqlalchemy import delete, insert, select
 
 from common.amounts import SCALE, accrue
@@ -164,3 +166,14 @@ async def test_tick_settles_no_village_past_the_earliest_pending_event(engine) -
     await pending(5, T0 + 1000, attempts=5, dead_ms=T0 + 1500)  # dead: it waits for an operator
     updated = await tick(T0 + 3000)
     assert all(updated[v] == T0 + 3000 for v in updated)
+
+
+async def test_read_gives_the_row_as_stored_by_column_name(engine) -> None:
+    await _make_villages(engine, 2, start=7)
+    async with engine.connect() as conn:
+        row = await stock.read(conn, 2)
+        with pytest.raises(KeyError, match="village 3 has no stock row"):
+            await stock.read(conn, 3)
+    assert list(row) == [c.key for c in stock.table.c]
+    assert row["village_id"] == 2 and row["updated_ms"] == T0
+    assert row["wood"] == 7 * SCALE and row["crop_rate"] == RATES["crop"] + 2
