@@ -341,7 +341,8 @@ class PartitionWorker:
             self._dead.inc(await q.bury(p, claim.token, claim.bad))
         out = _Outcome()
         n = len(events)
-        events, out.held = await self._in_order(events)
+        if any(e.attempts for e in events):  # a retry is claimed at its backoff, not its due
+            events.sort(key=_run_order)
         i = 0
         clock = q.clock
         step = 0  # claimed ahead, the batch runs in steps: the next one not before this
@@ -351,13 +352,26 @@ class PartitionWorker:
             # while we hold events claimed ahead, news of an event due before our last
             # one means it may have to run first (``_until_due``)
             self.wake_before = last + 1
+        # The order is checked right before the first events run, not when they are
+        # claimed ahead: a check then would have to be made again once they are due.
+        unchecked = self.sessions is not None
         while i < len(events):
             now = clock.now_ms()
             if at(events[i]) > now:  # claimed ahead (``claim_ahead_ms``): not due yet
                 if not await self._until_due(events, i, out, max(at(events[i]), step)):
                     out.returned = events[i:]
                     break
-                continue  # look again: ``_in_order`` may have held some back
+                # durable events committed since the claim, which Redis may not know yet,
+                # may come before the durable ones left
+                unchecked = unchecked or (
+                    self.sessions is not None and any(map(_is_durable, events[i:]))
+                )
+                continue
+            if unchecked:
+                unchecked = False
+                events[i:], held = await self._in_order(events[i:])
+                out.held.extend(held)
+                continue  # look again: some may have been held back
             step = now + self.config.min_claim_interval_ms
             kind = events[i].kind
             j = i + 1
@@ -396,19 +410,11 @@ class PartitionWorker:
 
         False: put ``events[i:]`` back unrun instead, to be claimed again in order, since
         an event may now come before them: one scheduled since the claim (``wake``), or a
-        follow-up of this batch; or the worker stops. Durable ones pass ``_in_order`` again
-        once due (events committed since the claim that Redis may not know yet), which may
-        hold some of them back."""
+        follow-up of this batch; or the worker stops."""
         if self._stopping or self.wake.is_set() or out.follow_memory or out.committed.events:
             return False
         await self.queue.clock.sleep_until(until, self.wake)
-        if self._stopping or self.wake.is_set() or not self.lease_valid():
-            return False
-        if self.sessions is not None and any(map(_is_durable, events[i:])):
-            run, held = await self._in_order(events[i:])
-            events[i:] = run
-            out.held.extend(held)
-        return True
+        return not (self._stopping or self.wake.is_set() or not self.lease_valid())
 
     async def _in_order(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
         """Split a claimed batch into (events to run now, in run order; events to put back).
@@ -421,8 +427,6 @@ class PartitionWorker:
           lookahead after the earliest pending durable event of the world, whose
           follow-ups may still land in its village before it.
         """
-        if any(e.attempts for e in events):  # a retry is claimed at its backoff, not its due
-            events.sort(key=_run_order)
         if self.sessions is None or not events:
             return events, []
         now = self.queue.clock.now_ms()

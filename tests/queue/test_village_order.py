@@ -5,6 +5,7 @@ and a retried event in a batch does not let a later one past the lookahead barri
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -15,6 +16,7 @@ from common.queue import Event, EventQueue, NewEvent, codec
 from common.queue.durable import add_durable_events
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
+from common.queue.worker import PartitionWorker
 from tests.queue.conftest import START_MS, Workers, eventually
 
 KIND = "arrive"
@@ -126,3 +128,67 @@ async def test_events_held_back_for_long_are_named_in_a_warning_and_counted(
     assert worker.metrics.long_holds.labels("lookahead barrier")._value.get() == 1
     assert worker.metrics.hold_seconds.labels("0")._value.get() >= 5
     assert seen == []
+
+
+async def _claimed_ahead(queue: EventQueue, clock: ManualClock, n: int) -> bool:
+    [stats] = await queue.stats([0])
+    return stats.inflight == n and stats.depth == 0 and clock.slept_on()
+
+
+async def test_an_event_committed_while_a_later_one_waits_claimed_ahead_runs_first(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    """A batch claimed ahead has its village order checked when it is due, so an earlier
+    event of its village committed while it waited (and not indexed: its creator died)
+    runs first."""
+    seen: list[int] = []
+    async with sessions() as session, session.begin():
+        [later] = await add_durable_events(
+            session, [NewEvent(KIND, 0, START_MS + 50)], clock=clock, ids=queue.ids
+        )
+    await queue.index([later])
+    workers.start(queue, _recording(seen), 0, sessions=sessions, claim_ahead_ms=100)
+    await eventually(lambda: _claimed_ahead(queue, clock, 1))
+    async with sessions() as session, session.begin():
+        [earlier] = await add_durable_events(
+            session, [NewEvent(KIND, 0, START_MS + 20)], clock=clock, ids=queue.ids
+        )
+    await clock.advance(100)
+    await eventually(lambda: _ran(seen, 2))
+    assert seen == [earlier.id, later.id]
+
+
+async def test_a_batch_claimed_ahead_checks_its_order_once(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check ran when the batch was claimed and again when it was due: two database
+    reads per batch where one answers (the first one's answer could change meanwhile)."""
+    checks = 0
+    check = PartitionWorker._in_order
+
+    async def counted(self: PartitionWorker, events: list[Event]) -> Any:
+        nonlocal checks
+        checks += 1
+        return await check(self, events)
+
+    monkeypatch.setattr(PartitionWorker, "_in_order", counted)
+    seen: list[int] = []
+    async with sessions() as session, session.begin():
+        events = await add_durable_events(
+            session, [NewEvent(KIND, v, START_MS + 50) for v in (0, 4, 8)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    await queue.index(events)
+    workers.start(queue, _recording(seen), 0, sessions=sessions, claim_ahead_ms=100)
+    await eventually(lambda: _claimed_ahead(queue, clock, 3))
+    assert checks == 0
+    await clock.advance(100)
+    await eventually(lambda: _ran(seen, 3))
+    assert checks == 1
