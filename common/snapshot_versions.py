@@ -86,7 +86,7 @@ async def publish_alerts(
 
 
 class ScriptRunner(Protocol):
-    """A pipelined client that runs a script by its text (``webfront.fastredis.FastRedis``)."""
+    """A pipelined client that runs a script by its text (``common.fastredis.FastRedis``)."""
 
     async def eval_script(
         self, source: str, keys: tuple[str, ...], args: tuple[int | str | bytes, ...]

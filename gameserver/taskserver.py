@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, is_simulated
 from common.errors import FatalError
+from common.fastredis import FastRedis
 from common.node_lease import NodeLease
 from common.queue.constants import PARTITION_LEASE_GROUP
 from common.queue.eventqueue import EventQueue
@@ -89,6 +90,7 @@ class TaskServer:
         self.metrics = QueueMetrics()
         self.scheduler = AsyncIOScheduler()
         self.redis: AnyRedis | None = None
+        self.fast: FastRedis | None = None
         self.engine: AsyncEngine | None = None
         self.sessions: async_sessionmaker[AsyncSession] | None = None
         self.queue: EventQueue | None = None
@@ -204,6 +206,10 @@ class TaskServer:
                 "which the queue's exactly-once path needs; use SQLite 3.35+ or PostgreSQL"
             )
         self.redis = await connect_redis(settings)
+        # the batches' snapshot bumps and event indexes go out on one pipelined connection
+        # (on a cluster, through the cluster client: ``Committed.finish`` without it)
+        if not isinstance(self.redis, RedisCluster):
+            self.fast = FastRedis(settings.redis_url)
         self.engine = create_engine(settings, **_pool(settings))
         await check_database(self.engine)
         if settings.is_sqlite:
@@ -221,6 +227,9 @@ class TaskServer:
     async def _close(self) -> None:
         if self.queue is not None:
             await self.queue.aclose()
+        if self.fast is not None:
+            await self.fast.close()
+            self.fast = None
         if self.redis is not None:
             await self.redis.aclose()
             self.redis = None
@@ -440,6 +449,7 @@ class TaskServer:
             stocks=self.stocks,
             may_run=self.clock_ok,
             world=WorldShape(self.settings.map_radius, self.settings.tick_shards),
+            fast=self.fast,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

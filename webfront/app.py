@@ -10,6 +10,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from common import supervise
 from common.clock import SYSTEM_CLOCK, Clock, ClockCheck, is_simulated
+from common.fastredis import ClusterFastRedis, FastRedis
 from common.ids import IdGenerator
 from common.node_lease import NodeLease
 from common.queue import EventQueue
@@ -32,7 +33,6 @@ from webfront import (
 )
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
-from webfront.fastredis import ClusterFastRedis, FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver, parse_networks

@@ -20,7 +20,7 @@ immediately, every other process when Redis's push arrives (sub-millisecond
 on a live connection). As a last bound, independent of Redis, no session or
 version is used longer than ``max_age_ms`` after it was read from Redis.
 
-On Redis Cluster tracking stays off (``webfront.fastredis.ClusterFastRedis``
+On Redis Cluster tracking stays off (``common.fastredis.ClusterFastRedis``
 says why): sessions and versions are then never remembered, only bodies.
 
 Snapshot bodies need no invalidation: a body is stored with its version and

@@ -25,11 +25,11 @@ from pathlib import Path
 from redis.asyncio.cluster import RedisCluster
 
 from common.clock import Clock
+from common.fastredis import FastRedis, Script
 from common.redis_conn import AnyRedis
 from webfront import keys
 from webfront.config import Limit
 from webfront.errors import too_many
-from webfront.fastredis import FastRedis, Script
 
 _SCRIPT = (Path(__file__).parent / "rate_limit.lua").read_text()
 

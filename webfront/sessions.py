@@ -32,9 +32,9 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import Clock
+from common.fastredis import FastRedis
 from db.models import PlayerSession
 from webfront import keys
-from webfront.fastredis import FastRedis
 from webfront.keys import REVOKED, JunkEntry, decode_cached
 
 if TYPE_CHECKING:

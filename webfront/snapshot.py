@@ -42,6 +42,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.clock import Clock
+from common.fastredis import FastRedis, Script
 from common.settings import Settings
 from common.snapshot_versions import version_key
 from db.engine import create_engine
@@ -51,7 +52,6 @@ from gameapi.stocks import stocks_of
 from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
-from webfront.fastredis import FastRedis, Script
 from webfront.localcache import LocalCache
 from webfront.routing import Endpoint
 from webfront.sessions import SessionStore, token_from_headers, token_hash

@@ -9,12 +9,12 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import Clock
+from common.fastredis import FastRedis
 from common.ids import IdGenerator
 from common.queue import EventQueue, HandlerRegistry
 from common.settings import Settings
 from gameapi.game import Game
 from webfront.config import WebConfig
-from webfront.fastredis import FastRedis
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver

@@ -27,11 +27,11 @@ from bench.host import backend_pids
 from common.clock import SYSTEM_CLOCK
 from common.embedded_redis import EmbeddedRedis
 from common.errors import FatalError
+from common.fastredis import FastRedis
 from db.models import Player, Village
 from db.worldgen import generate_world
 from gameapi.loading import load_game
 from gameapi.stocks import stocks_of
-from webfront.fastredis import FastRedis
 from webfront.passwords import ScryptParams, hash_password
 from webfront.sessions import SessionStore
 

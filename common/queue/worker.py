@@ -25,6 +25,7 @@ from common.queue.policy import RetryPolicy
 from common.queue.sqlite_reader import SqliteReader
 from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
+from common.snapshot_versions import ScriptRunner
 from db import events as pending
 from db.engine import bound_engine, is_database_outage, is_transaction_conflict
 from db.stock import Stocks
@@ -126,8 +127,12 @@ class PartitionWorker:
         stocks: Stocks | None = None,
         may_run: Callable[[], bool] | None = None,
         world: WorldShape | None = None,
+        fast: ScriptRunner | None = None,
     ) -> None:
         self.queue = queue
+        # a pipelined connection to the queue's Redis for the bumps and indexes after each
+        # batch (``Committed.finish``); None: redis-py's client
+        self.fast = fast
         self.world_speed = world_speed
         self.stocks = stocks  # the game's, for its handlers (``Tx.stocks``)
         self.world = world  # the map and tick shape, for places founded by handlers
@@ -639,4 +644,4 @@ class PartitionWorker:
             await q.schedule_many(out.follow_memory)
         out.committed.players.update(out.players)
         if out.committed:
-            await out.committed.finish(q, q.clock.now_ms(), f"partition {p}")
+            await out.committed.finish(q, q.clock.now_ms(), f"partition {p}", self.fast)

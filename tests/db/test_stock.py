@@ -6,7 +6,6 @@ import asyncio
 import random
 
 import pytest
-
 from sqlalchemy import delete, insert, select
 
 from common.amounts import SCALE, accrue

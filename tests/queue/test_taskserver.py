@@ -8,6 +8,7 @@ import logging
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -21,12 +22,15 @@ from sqlalchemy.pool import Pool
 from common import ids
 from common.clock import SYSTEM_CLOCK, ManualClock
 from common.embedded_redis import free_port
+from common.fastredis import FastRedis, Script
 from common.node_lease import NODE_COOLDOWN_MS, node_keys
 from common.queue import Event, EventQueue, NewEvent
 from common.queue.durable import add_durable_events
+from common.queue.eventqueue import _SCHEDULE
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
+from common.snapshot_versions import _BUMP, version_key
 from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
@@ -418,3 +422,49 @@ async def test_batches_pay_no_pre_ping(
     await asyncio.wait_for(server.run(), 60)
     assert pings == 0
     assert await counts(sessions) == {"processed": 12, "effects": 12, "distinct": 12, "pending": 0}
+
+
+async def test_a_batch_bumps_versions_and_indexes_follow_ups_on_the_pipelined_connection(
+    small: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    make_queue: Callable[..., EventQueue],
+    clock: ManualClock,
+    redis: Redis,
+    redis_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After each batch the task server bumps the touched players' snapshot versions and
+    indexes the events it scheduled; both go out on its ``FastRedis`` connection (through
+    redis-py's client, the bump took as much of the task server's CPU as a game handler)."""
+    sent: list[str] = []
+    evalsha = FastRedis.evalsha
+
+    async def counted(self: FastRedis, script: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(script.sha)
+        return await evalsha(self, script, *args, **kwargs)
+
+    monkeypatch.setattr(FastRedis, "evalsha", counted)
+
+    async def arrive(ctx: Tx, events: list[Event]) -> None:
+        for e in events:
+            ctx.touch_players([100 + e.village_id])
+            ctx.schedule("later", e.village_id, ctx.now_ms + 60_000)
+
+    registry = _registry()
+    registry.register("arrive", arrive)
+    registry.register("later", arrive)
+    queue = make_queue(partitions=4)
+    async with sessions() as session, session.begin():
+        durable = await add_durable_events(
+            session, [NewEvent("arrive", v, START_MS - 10) for v in range(6)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    await queue.index(durable)
+    server = TaskServer(small, registry, clock, config=FAST, burst=True)
+    await asyncio.wait_for(server.run(), 30)
+    for player in range(100, 106):
+        assert await redis.get(version_key(redis_prefix, player)) is not None
+    stats = await queue.stats()
+    assert sum(s.depth for s in stats) == 6  # the follow-ups, indexed, due in a minute
+    # both on the pipelined connection
+    assert {Script(_BUMP).sha, Script(_SCHEDULE.text).sha} <= set(sent)

@@ -11,10 +11,10 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from common.clock import ManualClock
+from common.fastredis import _Protocol
 from common.settings import Settings
 from common.snapshot_versions import bump_versions
 from tests.web.conftest import JSON_HEADERS, PASSWORD, MakeClient, Player, RegisterFn
-from webfront.fastredis import _Protocol
 from webfront.localcache import LocalCache
 from webfront.sessions import token_hash
 from webfront.snapshot import SNAPSHOTS

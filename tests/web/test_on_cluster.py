@@ -9,10 +9,10 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
+from common.fastredis import ClusterFastRedis, FastRedis
 from common.snapshot_versions import version_key
 from tests.web.conftest import PASSWORD, MakeClient
 from webfront import keys
-from webfront.fastredis import ClusterFastRedis, FastRedis
 from webfront.state import FAST_REDIS, LOCAL_CACHE, REDIS, SETTINGS
 
 

@@ -10,9 +10,9 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
+from common.fastredis import FastRedis, Script
 from tests.conftest import TEST_REDIS_URL
 from tests.waiting import wait_for
-from webfront.fastredis import FastRedis, Script
 
 
 async def test_commands_pipeline_and_replies_match(redis: Redis, redis_prefix: str) -> None:

@@ -1,4 +1,5 @@
-"""A lean pipelining Redis client for the web tier's hot path.
+"""A lean pipelining Redis client for hot paths: the web tier's requests, and the snapshot
+bumps and event indexes after the task server's batches.
 
 redis-py's asyncio client spends more CPU per command than a bare aiohttp
 handler takes for a whole request, so with it a snapshot poll could never come
@@ -9,8 +10,8 @@ order (RESP is FIFO), parsing with hiredis.
 
 It runs only hot-path commands (``EVALSHA`` of registered scripts, ``GET``, and
 the ``SET`` of a built snapshot body); everything else uses redis-py. A lost
-connection fails the commands in flight (the API answers 503) and the next
-command reconnects.
+connection fails the commands in flight (the API answers 503; the task server logs
+it, as any failure after a commit) and the next command reconnects.
 
 With a ``tracker`` (``webfront.localcache.LocalCache``) the connection speaks
 RESP3 and turns on client-side caching in broadcast mode for the tracker's key
@@ -42,7 +43,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 _CONNECT_TIMEOUT_S = 5.0
-log = logging.getLogger("webfront")
+log = logging.getLogger(__name__)
 
 OnReply = Callable[[Any], object]  # its result is ignored
 
