@@ -127,7 +127,7 @@ async def rows(
     if isinstance(db, AsyncSession):
         if db.new or db.dirty or db.deleted:
             await db.flush()  # the session's pending objects: what its own execute flushes
-        conn = await db.connection()
+        conn = await _connection_of(db)
     else:
         conn = db
     prepared = _prepared(statement, conn.dialect, params) if _fast(conn) else None
@@ -135,6 +135,22 @@ async def rows(
         result = await conn.execute(statement, params)
         return result.all() if result.returns_rows else []
     return await _run(conn, prepared, prepared.arguments(params), begin)
+
+
+_CONNECTION = "db.driver.connection"  # the key of ``_connection_of``'s note in ``Session.info``
+
+
+async def _connection_of(session: AsyncSession) -> AsyncConnection:
+    """The connection of ``session``'s transaction. The session is asked once per
+    transaction (each ask crosses SQLAlchemy's greenlet bridge), then its answer is
+    remembered beside the transaction it belongs to."""
+    transaction = session.sync_session.get_transaction()
+    noted = session.info.get(_CONNECTION)
+    if transaction is not None and transaction.is_active and noted and noted[0] is transaction:
+        return noted[1]  # type: ignore[no-any-return]
+    conn = await session.connection()
+    session.info[_CONNECTION] = (session.sync_session.get_transaction(), conn)
+    return conn
 
 
 def _fast(conn: AsyncConnection) -> bool:

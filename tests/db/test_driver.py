@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Boolean, bindparam, event, func, insert, literal_column, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from db import driver
 from db.engine import is_constraint_race, is_database_outage, session_factory
@@ -175,3 +175,33 @@ async def test_write_all_writes_every_row_in_one_round_trip(engine: AsyncEngine)
     assert [(r[0], r[2]) for r in found] == [("a", {"n": 1}), ("b", {})] + [
         (f"m{i:02}", {}) for i in range(12)
     ]
+
+
+async def test_a_session_is_asked_for_its_connection_once_per_transaction(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ask crosses SQLAlchemy's greenlet bridge: a handler's statements asked as many
+    times as they ran. A session's next transaction may hold another connection: asked again."""
+    asked = 0
+    connection = AsyncSession.connection
+
+    async def counted(self: AsyncSession, *args: Any, **kwargs: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        return await connection(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncSession, "connection", counted)
+    async with session_factory(engine)() as session:
+        async with session.begin():
+            await driver.rows(session, STORE, _row("k1", {}))
+            for _ in range(3):
+                assert len(await driver.rows(session, READ, {"player_id": 7})) == 1
+        assert asked == 1
+        async with session.begin():
+            await driver.rows(session, STORE, _row("k2", {}))
+            assert len(await driver.rows(session, READ, {"player_id": 7})) == 2
+            await session.rollback()
+        assert asked == 2
+        async with session.begin():
+            assert len(await driver.rows(session, READ, {"player_id": 7})) == 1  # k2 rolled back
+        assert asked == 3
