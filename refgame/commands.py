@@ -252,6 +252,14 @@ async def train(
     }
 
 
+_NEW_MARCH = insert(March).returning(March.id)  # the columns its values name
+_LINK_MARCH = (
+    update(March)
+    .where(March.id == bindparam("m_id", type_=BigInteger))
+    .values(event_id=bindparam("m_event", type_=BigInteger))
+)
+
+
 async def send_march(
     tx: CommandTx,
     player_id: int,
@@ -279,24 +287,19 @@ async def send_march(
             available=available,
         )
     # the march row first (its id is the event's payload), then its event, then the link
-    march_id = (
-        await tx.session.execute(
-            insert(March)
-            .values(
-                kind=plan.kind,
-                origin_village_id=origin.id,
-                target_village_id=target.id,
-                troops=dict(plan.troops),
-                loot={},
-                depart_ms=plan.depart_ms,
-                arrive_ms=plan.arrive_ms,
-                event_id=0,
-            )
-            .returning(March.id)
-        )
-    ).scalar_one()
+    march = {
+        "kind": plan.kind,
+        "origin_village_id": origin.id,
+        "target_village_id": target.id,
+        "troops": dict(plan.troops),
+        "loot": {},
+        "depart_ms": plan.depart_ms,
+        "arrive_ms": plan.arrive_ms,
+        "event_id": 0,
+    }
+    ((march_id,),) = await tx.rows(_NEW_MARCH, march)
     event_id = tx.schedule(MARCH, target.id, plan.arrive_ms, {"march_id": march_id})
-    await tx.session.execute(update(March).where(March.id == march_id).values(event_id=event_id))
+    await tx.rows(_LINK_MARCH, {"m_id": march_id, "m_event": event_id})
     tx.touch_players([player_id, target.player_id])
     if plan.kind in ("attack", "raid") and target.player_id is not None:
         tx.alert(target.player_id, "incoming_attack", {

@@ -11,7 +11,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import BigInteger, Insert, and_, bindparam, delete, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    Insert,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -69,7 +80,23 @@ _BUILDINGS_OF = select(Building.kind, Building.level).where(Building.village_id 
 _TROOPS_HOME = select(Troop.unit, Troop.count).where(
     Troop.village_id == _VILLAGE, Troop.home_village_id == _VILLAGE, Troop.count > 0
 )
+_VILLAGE_AT = select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
+    Village.x == bindparam("x", type_=Integer), Village.y == bindparam("y", type_=Integer)
+)
 _ADD_TROOPS: dict[str, Insert] = {}  # by dialect: one row's upsert
+_T = Troop.__table__.c
+_TAKE_COUNT = bindparam("t_count", type_=Integer)
+_TAKE_TROOPS = (
+    update(Troop)
+    .where(
+        _T.village_id == bindparam("t_village", type_=BigInteger),
+        _T.home_village_id == bindparam("t_home", type_=BigInteger),
+        _T.unit == bindparam("t_unit", type_=String),
+        _T.count >= _TAKE_COUNT,
+    )
+    .values(count=_T.count - _TAKE_COUNT)
+    .returning(_T.count)
+)  # one unit's troops taken, if all are there: a row back, or none
 
 
 async def village_info(session: AsyncSession, village_id: int) -> VillageInfo | None:
@@ -90,14 +117,8 @@ async def villages_info(session: AsyncSession, ids: Iterable[int]) -> dict[int, 
 
 
 async def village_at(session: AsyncSession, x: int, y: int) -> VillageInfo | None:
-    row = (
-        await session.execute(
-            select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
-                Village.x == x, Village.y == y
-            )
-        )
-    ).first()
-    return VillageInfo(*row) if row else None
+    found = await driver.rows(session, _VILLAGE_AT, {"x": x, "y": y}, begin=False)
+    return VillageInfo(*found[0]) if found else None
 
 
 async def buildings_of(session: AsyncSession, village_id: int) -> dict[str, int]:
@@ -210,18 +231,8 @@ async def take_troops(
     for unit, count in troops.items():
         if count <= 0:
             continue
-        result = await session.execute(
-            update(Troop)
-            .where(
-                Troop.village_id == village_id,
-                Troop.home_village_id == home_village_id,
-                Troop.unit == unit,
-                Troop.count >= count,
-            )
-            .values(count=Troop.count - count)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
+        key = {"t_village": village_id, "t_home": home_village_id, "t_unit": unit}
+        if not await driver.rows(session, _TAKE_TROOPS, {**key, "t_count": count}):
             return False
     return True
 
