@@ -422,7 +422,7 @@ class PartitionWorker:
         return not (self._stopping or self.wake.is_set() or not self.lease_valid())
 
     async def _in_order(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
-        """Split a claimed batch into (events to run now, in run order; events to put back).
+        """Split ``events`` (in run order) into (events to run now; events to put back).
 
         An event is put back, as it was, when something may still have to run before it:
         - *village order*: an earlier pending event of its village that the batch lacks
