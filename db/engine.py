@@ -40,9 +40,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def _drop_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     # A connection the server closed (a restart, an idle timeout) is known closed to asyncpg
-    # without a round trip: the pool replaces it instead of handing it out. A pre-ping
-    # costs three round trips per checkout (BEGIN, ping, ROLLBACK); what this misses (a
-    # connection that died silently) fails as an outage, which callers retry or answer 503.
+    # without a round trip: the pool replaces it instead of handing it out. This is why the
+    # pool has no pre-ping, which costs three round trips per checkout (BEGIN, ping,
+    # ROLLBACK); what this misses (a connection that died silently) fails as an outage,
+    # which callers retry (a command once, a batch returns to due) or answer 503.
     if dbapi_connection.driver_connection.is_closed():
         raise DisconnectionError("the server closed this connection")
 
@@ -68,7 +69,9 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         return engine
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
-    kwargs.setdefault("pool_pre_ping", True)
+    # asyncpg's pool replaces a closed connection at checkout (``_drop_closed``); another
+    # driver's pool pings at checkout instead
+    kwargs.setdefault("pool_pre_ping", url.get_driver_name() != "asyncpg")
     if url.get_driver_name() == "asyncpg":
         kwargs["connect_args"] = _asyncpg_connect_args(kwargs.get("connect_args", {}))
     engine = create_async_engine(url, **kwargs)

@@ -572,18 +572,15 @@ def _pool(settings: Settings) -> dict[str, Any]:
     workers than kept connections every batch opened one anew (on SQLite a thread and
     four PRAGMAs), most of all right after an idle start, when all workers wake together.
     PostgreSQL keeps db.engine's ceiling of 30 connections; SQLite has no server to spare.
-
-    No pre-ping on PostgreSQL: it costs three round trips per checkout, and a batch checks
-    out twice (its order reads, its transaction), so a flow of one-event batches paid more
-    for pings than for its events. A connection the server closed is still replaced at
-    checkout (``db.engine``); one that died silently fails its batch as an outage, and the
-    batch returns to due unharmed when the worker restarts."""
+    (No pre-ping, as ``db.engine``'s pools: a batch checks out twice, its order reads and
+    its transaction, and a flow of one-event batches paid more for pings than for its
+    events.)"""
     kept = settings.queue_partitions + 2
     if settings.is_sqlite:
         kept = min(kept, 64)
         return {"pool_size": kept, "max_overflow": max(0, 15 - kept)}
     kept = min(kept, 30)
-    return {"pool_size": kept, "max_overflow": 30 - kept, "pool_pre_ping": False}
+    return {"pool_size": kept, "max_overflow": 30 - kept}
 
 
 async def _warm_sqlite_pool(engine: AsyncEngine, n: int) -> None:

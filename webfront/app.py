@@ -66,11 +66,10 @@ __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     settings, config, clock = app[SETTINGS], app[CONFIG], app[CLOCK]
-    # no pre-ping (three round trips per checkout): commands retry a lost connection once.
     # Every connection is kept: an overflow one is closed when returned, so under load the
     # pool would start a server process for each burst.
     kept = {} if settings.is_sqlite else {"pool_size": 30, "max_overflow": 0}
-    engine = create_engine(settings, pool_pre_ping=False, **kept)
+    engine = create_engine(settings, **kept)
     redis = await connect_redis(settings)  # a cluster client when Redis is a cluster
     local = LocalCache(
         keys.session(settings.redis_prefix, ""),

@@ -260,7 +260,6 @@ def read_engine(settings: Settings, builds: int) -> AsyncEngine:
         isolation_level="AUTOCOMMIT",
         pool_size=builds,
         max_overflow=0,
-        pool_pre_ping=False,
         pool_reset_on_return=None,
         **extra,
     )

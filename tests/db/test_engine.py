@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
+from sqlalchemy.engine.default import DefaultDialect
+from sqlalchemy.engine.interfaces import DBAPIConnection
 
 from common.settings import load_settings
 from db.engine import create_engine
@@ -25,5 +28,37 @@ async def test_sessions_compile_no_statement_and_keep_long_ones_prepared(
                 "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", long
             )
             assert kept == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_checkouts_pay_no_ping_and_a_closed_connection_is_replaced(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tier's pool (not only the ones that opted out): a pre-ping is three round trips
+    per checkout, and a connection the server closed is replaced without one."""
+    pings = 0
+    ping = DefaultDialect._do_ping_w_event
+
+    def counted(self: DefaultDialect, dbapi_connection: DBAPIConnection) -> bool:
+        nonlocal pings
+        pings += 1
+        return ping(self, dbapi_connection)
+
+    monkeypatch.setattr(DefaultDialect, "_do_ping_w_event", counted)
+    engine = create_engine(load_settings(database_url=postgres_url), pool_size=1, max_overflow=0)
+    try:
+        # autocommit: no transaction left to roll back on a connection closed under it
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            first = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar()
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+            await raw.close()  # as a server restart leaves it: known closed, back in the pool
+        async with engine.connect() as conn:
+            again = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar()
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SELECT pg_backend_pid()"))).scalar() == again
+        assert again != first and pings == 0
     finally:
         await engine.dispose()
