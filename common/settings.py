@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     )
     game: str = Field("refgame", description="Python package with the game's rules")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        "uvloop", description="the web and task servers' event loop (asyncio: the standard one)"
+    )
 
     @field_validator("redis_url")
     @classmethod

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from common.entrypoint import setup_logging
+from common.entrypoint import serve_on, setup_logging
 from common.errors import FatalError
 from common.queue.handlers import HandlerRegistry
 from common.settings import Settings, load_settings
@@ -104,7 +104,7 @@ def main(
         if check:  # one line: what a healthcheck's log shows
             click.echo("ok: " + "; ".join(asyncio.run(server.check())))
             return
-        asyncio.run(_serve(server))
+        serve_on(settings.event_loop, _serve(server))
     except FatalError as exc:
         click.echo(f"gameserver: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -98,7 +98,7 @@ def _worker(host: str, port: int) -> None:
         setup_logging(settings.log_level)
         await serve(settings, host, port, reuse_port=True, check_first=False)
 
-    sys.exit(run_async(run))
+    sys.exit(run_async(run, server=True))
 
 
 def run_workers(host: str, port: int, workers: int) -> int:
@@ -174,7 +174,7 @@ def cli(host: str | None, port: int | None, reuse_port: bool, workers: int, chec
         setup_logging(settings.log_level)
         await serve(settings, host or settings.web_host, port or settings.web_port, reuse_port)
 
-    return run_async(run)
+    return run_async(run, server=True)
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from bench.web.model import RESULT_MARK
 from bench.web.pyload import python_load
 from bench.web.servers import serve_game, serve_hello
+from common.entrypoint import run_async, serve_on
+from common.settings import load_settings
 
 
 def _main(argv: list[str] | None = None) -> None:
@@ -22,16 +24,15 @@ def _main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("load")
     p.add_argument("spec", type=Path)
     args = parser.parse_args(argv)
+    # the ceilings run on the event loop ours runs on (``EVENT_LOOP``): like against like
     if args.what == "hello":
-        asyncio.run(serve_hello(args.port))
+        serve_on(load_settings().event_loop, serve_hello(args.port))
     elif args.what == "commands":
         from bench.web.bare_commands import serve_bare_commands
 
-        asyncio.run(serve_bare_commands(args.port))
+        serve_on(load_settings().event_loop, serve_bare_commands(args.port))
     elif args.what == "serve":
-        from common.entrypoint import run_async
-
-        sys.exit(run_async(lambda: serve_game(args.port)))
+        sys.exit(run_async(lambda: serve_game(args.port), server=True))
     else:
         figures = asyncio.run(python_load(json.loads(args.spec.read_text())))
         print(RESULT_MARK + json.dumps(figures), flush=True)
