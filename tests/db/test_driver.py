@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from db import driver
 from db.engine import is_constraint_race, is_database_outage, session_factory
 from db.models import IdempotentResponse
+from tests.calls import record_calls
 
 T = IdempotentResponse.__table__.c
 STORE = insert(IdempotentResponse.__table__).returning(T.key, T.body)  # type: ignore[arg-type]
@@ -182,26 +183,18 @@ async def test_a_session_is_asked_for_its_connection_once_per_transaction(
 ) -> None:
     """Each ask crosses SQLAlchemy's greenlet bridge: a handler's statements asked as many
     times as they ran. A session's next transaction may hold another connection: asked again."""
-    asked = 0
-    connection = AsyncSession.connection
-
-    async def counted(self: AsyncSession, *args: Any, **kwargs: Any) -> Any:
-        nonlocal asked
-        asked += 1
-        return await connection(self, *args, **kwargs)
-
-    monkeypatch.setattr(AsyncSession, "connection", counted)
+    asked = record_calls(monkeypatch, AsyncSession, "connection")
     async with session_factory(engine)() as session:
         async with session.begin():
             await driver.rows(session, STORE, _row("k1", {}))
             for _ in range(3):
                 assert len(await driver.rows(session, READ, {"player_id": 7})) == 1
-        assert asked == 1
+        assert len(asked) == 1
         async with session.begin():
             await driver.rows(session, STORE, _row("k2", {}))
             assert len(await driver.rows(session, READ, {"player_id": 7})) == 2
             await session.rollback()
-        assert asked == 2
+        assert len(asked) == 2
         async with session.begin():
             assert len(await driver.rows(session, READ, {"player_id": 7})) == 1  # k2 rolled back
-        assert asked == 3
+        assert len(asked) == 3

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine.default import DefaultDialect
-from sqlalchemy.engine.interfaces import DBAPIConnection
 
 from common.settings import load_settings
 from db.engine import create_engine
+from tests.calls import record_calls
 
 
 async def test_sessions_compile_no_statement_and_keep_long_ones_prepared(
@@ -37,15 +37,7 @@ async def test_checkouts_pay_no_ping_and_a_closed_connection_is_replaced(
 ) -> None:
     """Every tier's pool (not only the ones that opted out): a pre-ping is three round trips
     per checkout, and a connection the server closed is replaced without one."""
-    pings = 0
-    ping = DefaultDialect._do_ping_w_event
-
-    def counted(self: DefaultDialect, dbapi_connection: DBAPIConnection) -> bool:
-        nonlocal pings
-        pings += 1
-        return ping(self, dbapi_connection)
-
-    monkeypatch.setattr(DefaultDialect, "_do_ping_w_event", counted)
+    pings = record_calls(monkeypatch, DefaultDialect, "_do_ping_w_event")
     engine = create_engine(load_settings(database_url=postgres_url), pool_size=1, max_overflow=0)
     try:
         # autocommit: no transaction left to roll back on a connection closed under it
@@ -59,6 +51,6 @@ async def test_checkouts_pay_no_ping_and_a_closed_connection_is_replaced(
             again = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar()
         async with engine.connect() as conn:
             assert (await conn.execute(text("SELECT pg_backend_pid()"))).scalar() == again
-        assert again != first and pings == 0
+        assert again != first and len(pings) == 0
     finally:
         await engine.dispose()

@@ -8,13 +8,11 @@ import logging
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 from sqlalchemy import event
 from sqlalchemy.engine.default import DefaultDialect
-from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.pool import Pool
@@ -35,6 +33,7 @@ from gameserver import builtin
 from gameserver.config import TaskServerConfig
 from gameserver.leases import LeaseManager
 from gameserver.taskserver import TaskServer
+from tests.calls import record_calls
 from tests.queue.conftest import START_MS, counts, eventually
 from tests.queue.testgame import EFFECT, MEMORY
 from tests.queue.testgame.handlers import register
@@ -399,15 +398,7 @@ async def test_batches_pay_no_pre_ping(
     """A pre-ping is three round trips per checkout and a batch checks out twice: a flow of
     one-event batches paid more for pings than for its events. A closed connection is
     replaced at checkout without one (``db.engine``)."""
-    pings = 0
-    ping = DefaultDialect._do_ping_w_event
-
-    def counted(self: DefaultDialect, dbapi_connection: DBAPIConnection) -> bool:
-        nonlocal pings
-        pings += 1
-        return ping(self, dbapi_connection)
-
-    monkeypatch.setattr(DefaultDialect, "_do_ping_w_event", counted)
+    pings = record_calls(monkeypatch, DefaultDialect, "_do_ping_w_event")
     world = settings.model_copy(update={"queue_partitions": 4})
     queue = make_queue(partitions=4)
     async with sessions() as session, session.begin():
@@ -418,9 +409,9 @@ async def test_batches_pay_no_pre_ping(
     await queue.index(durable)
     config = dataclasses.replace(FAST, batch_size=1, claim_ahead_ms=0)
     server = TaskServer(world, _registry(), clock, config=config, burst=True)
-    pings = 0  # the task server's own, not the test's engine's
+    pings.clear()  # the task server's own, not the test's engine's
     await asyncio.wait_for(server.run(), 60)
-    assert pings == 0
+    assert len(pings) == 0
     assert await counts(sessions) == {"processed": 12, "effects": 12, "distinct": 12, "pending": 0}
 
 
@@ -436,14 +427,7 @@ async def test_a_batch_bumps_versions_and_indexes_follow_ups_on_the_pipelined_co
     """After each batch the task server bumps the touched players' snapshot versions and
     indexes the events it scheduled; both go out on its ``FastRedis`` connection (through
     redis-py's client, the bump took as much of the task server's CPU as a game handler)."""
-    sent: list[str] = []
-    evalsha = FastRedis.evalsha
-
-    async def counted(self: FastRedis, script: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(script.sha)
-        return await evalsha(self, script, *args, **kwargs)
-
-    monkeypatch.setattr(FastRedis, "evalsha", counted)
+    sent = record_calls(monkeypatch, FastRedis, "evalsha")  # (client, script, keys, args)
 
     async def arrive(ctx: Tx, events: list[Event]) -> None:
         for e in events:
@@ -467,4 +451,4 @@ async def test_a_batch_bumps_versions_and_indexes_follow_ups_on_the_pipelined_co
     stats = await queue.stats()
     assert sum(s.depth for s in stats) == 6  # the follow-ups, indexed, due in a minute
     # both on the pipelined connection
-    assert {Script(_BUMP).sha, Script(_SCHEDULE.text).sha} <= set(sent)
+    assert {Script(_BUMP).sha, Script(_SCHEDULE.text).sha} <= {script.sha for _, script, *_ in sent}

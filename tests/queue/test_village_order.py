@@ -5,7 +5,6 @@ and a retried event in a batch does not let a later one past the lookahead barri
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -17,6 +16,7 @@ from common.queue.durable import add_durable_events
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
 from common.queue.worker import PartitionWorker
+from tests.calls import record_calls
 from tests.queue.conftest import START_MS, Workers, eventually
 
 KIND = "arrive"
@@ -170,15 +170,7 @@ async def test_a_batch_claimed_ahead_checks_its_order_once(
 ) -> None:
     """The check ran when the batch was claimed and again when it was due: two database
     reads per batch where one answers (the first one's answer could change meanwhile)."""
-    checks = 0
-    check = PartitionWorker._in_order
-
-    async def counted(self: PartitionWorker, events: list[Event]) -> Any:
-        nonlocal checks
-        checks += 1
-        return await check(self, events)
-
-    monkeypatch.setattr(PartitionWorker, "_in_order", counted)
+    checks = record_calls(monkeypatch, PartitionWorker, "_in_order")
     seen: list[int] = []
     async with sessions() as session, session.begin():
         events = await add_durable_events(
@@ -188,7 +180,7 @@ async def test_a_batch_claimed_ahead_checks_its_order_once(
     await queue.index(events)
     workers.start(queue, _recording(seen), 0, sessions=sessions, claim_ahead_ms=100)
     await eventually(lambda: _claimed_ahead(queue, clock, 3))
-    assert checks == 0
+    assert len(checks) == 0
     await clock.advance(100)
     await eventually(lambda: _ran(seen, 3))
-    assert checks == 1
+    assert len(checks) == 1
