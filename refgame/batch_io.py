@@ -24,7 +24,7 @@ from db.engine import json_dumps
 from db.models import Village
 from refgame.models import Building, March, PlayerPoints, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
-from refgame.state import VillageInfo, add_troop_counts
+from refgame.state import VILLAGE_INFO_COLUMNS, VillageInfo, add_troop_counts
 
 STOCK_COLUMNS = (*RESOURCES, *(f"{r}_rate" for r in RESOURCES), "warehouse_cap",
                  "granary_cap", "updated_ms")  # fmt: skip
@@ -109,11 +109,7 @@ class CoreIO:
         return [dict(r._mapping) for r in rows]
 
     async def villages(self, ids: Sequence[int]) -> list[VillageInfo]:
-        rows = await self.session.execute(
-            select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
-                Village.id.in_(ids)
-            )
-        )
+        rows = await self.session.execute(select(*VILLAGE_INFO_COLUMNS).where(Village.id.in_(ids)))
         return [VillageInfo(*r) for r in rows]
 
     async def walls(self, village_ids: Sequence[int]) -> list[tuple[int, int]]:

@@ -70,17 +70,17 @@ class VillageInfo:
     y: int
 
 
+# the columns of a ``VillageInfo``, in its fields' order
+VILLAGE_INFO_COLUMNS = (Village.id, Village.player_id, Village.name, Village.x, Village.y)
 # Every event handler and command reads a few rows of one village: these statements are built
 # once (``db.driver`` runs them on the driver, compiled once, on PostgreSQL).
 _VILLAGE = bindparam("village", type_=BigInteger)
-_VILLAGE_INFO = select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
-    Village.id == _VILLAGE
-)
+_VILLAGE_INFO = select(*VILLAGE_INFO_COLUMNS).where(Village.id == _VILLAGE)
 _BUILDINGS_OF = select(Building.kind, Building.level).where(Building.village_id == _VILLAGE)
 _TROOPS_HOME = select(Troop.unit, Troop.count).where(
     Troop.village_id == _VILLAGE, Troop.home_village_id == _VILLAGE, Troop.count > 0
 )
-_VILLAGE_AT = select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
+_VILLAGE_AT = select(*VILLAGE_INFO_COLUMNS).where(
     Village.x == bindparam("x", type_=Integer), Village.y == bindparam("y", type_=Integer)
 )
 _ADD_TROOPS: dict[str, Insert] = {}  # by dialect: one row's upsert
@@ -108,11 +108,7 @@ async def villages_info(session: AsyncSession, ids: Iterable[int]) -> dict[int, 
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    rows = await session.execute(
-        select(Village.id, Village.player_id, Village.name, Village.x, Village.y).where(
-            Village.id.in_(wanted)
-        )
-    )
+    rows = await session.execute(select(*VILLAGE_INFO_COLUMNS).where(Village.id.in_(wanted)))
     return {r[0]: VillageInfo(*r) for r in rows}
 
 
