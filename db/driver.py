@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Insert, Integer, String, bindparam
+from sqlalchemy import JSON, Boolean, Insert, Integer, String, and_, bindparam, exists, select
 from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -36,6 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ValuesBase
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.visitors import replacement_traverse
 
 Rows = Sequence[Sequence[Any]]
 
@@ -196,45 +198,105 @@ async def _wrapped(conn: AsyncConnection, adapter: Any, error: Exception, sql: s
 
 
 Write = tuple[Insert, Mapping[str, Any]]  # an INSERT of one row and its values
+# a conditional write with RETURNING (an UPDATE or DELETE) that must touch a row, and its
+# parameters (``write_all``'s guards)
+Guard = tuple[Executable, Mapping[str, Any]]
 _MAX_TOGETHER = 8  # more rows go per statement, many rows each
-_TOGETHER: dict[tuple[tuple[int, tuple[str, ...]], ...], tuple[Executable, tuple[Insert, ...]]] = {}
+_Shape = tuple[tuple[int, tuple[str, ...]], ...]
+_TOGETHER: dict[tuple[_Shape, _Shape], tuple[Executable, tuple[Executable, ...]]] = {}
 
 
-async def write_all(conn: AsyncConnection, writes: Sequence[Write]) -> None:
+async def write_all(
+    conn: AsyncConnection,
+    writes: Sequence[Write],
+    guards: Sequence[Guard] = (),
+    *,
+    last: bool = False,
+) -> bool:
     """Insert one row per ``(insert, values)``, in ``conn``'s transaction, in one round trip
     on PostgreSQL: all but the last become data-modifying CTEs of the last (PostgreSQL runs
     every one of them, whatever the main statement reads). Elsewhere, one after another.
 
     For the rows a command writes at its end (its events, its idempotency record), which
     nothing in the same statement needs to read back.
+
+    ``guards`` go first: each must touch a row, or none of ``writes`` is written and the
+    answer is False (on PostgreSQL in the same statement, the writes made conditional on
+    the guards' RETURNING rows; elsewhere the guards run one after another): the caller
+    rolls back what the guards that held wrote. True: every guard held, every row is
+    written.
+
+    ``last``: nothing but the commit follows in this transaction, so when it has written
+    nothing yet the statement runs alone, without the BEGIN and COMMIT round trips (one
+    statement is atomic by itself).
     """
-    if not writes:
-        return
-    if len(writes) == 1 or len(writes) > _MAX_TOGETHER or not _fast(conn):
+    if not writes and not guards:
+        return True
+    if (
+        len(writes) + len(guards) > _MAX_TOGETHER
+        or not _fast(conn)
+        or (len(writes) == 1 and not guards)
+    ):
+        for statement, params in guards:
+            if not await rows(conn, statement, params):
+                return False
         for statement, group in groupby(writes, key=lambda w: w[0]):
             values = [v for _, v in group]
             if len(values) == 1:
                 await rows(conn, statement, values[0])
             else:  # one round trip per statement (SQLAlchemy's insertmanyvalues)
                 await conn.execute(statement, values)
-        return
-    shape = tuple((id(statement), tuple(sorted(values))) for statement, values in writes)
+        return True
+    shape = (
+        tuple((id(statement), tuple(sorted(values))) for statement, values in writes),
+        tuple((id(statement), tuple(sorted(params))) for statement, params in guards),
+    )
+    given = (*(s for s, _ in writes), *(s for s, _ in guards))
     found = _TOGETHER.get(shape)
-    if found is None or any(a is not b for a, (b, _) in zip(found[1], writes, strict=True)):
-        found = _TOGETHER[shape] = (_together(writes), tuple(s for s, _ in writes))
+    if found is None or any(a is not b for a, b in zip(found[1], given, strict=True)):
+        found = _TOGETHER[shape] = (_together(writes, guards), given)
     params = {f"w{i}_{name}": value for i, (_, v) in enumerate(writes) for name, value in v.items()}
-    await rows(conn, found[0], params)
+    params.update(
+        (f"g{i}_{name}", value) for i, (_, p) in enumerate(guards) for name, value in p.items()
+    )
+    # two guards run side by side: one may write while the other fails, so they need the
+    # transaction the caller rolls back
+    held = await rows(conn, found[0], params, begin=not last or len(guards) > 1)
+    return not guards or all(held[0])
 
 
-def _together(writes: Sequence[Write]) -> Executable:
+def _together(writes: Sequence[Write], guards: Sequence[Guard]) -> Executable:
+    """One statement: the guards as CTEs, each insert as a CTE (or the main statement,
+    without guards); with guards, each insert is an INSERT ... SELECT that writes only when
+    every guard returned a row, and the main statement tells which guards did."""
+    held = [_renamed(statement, f"g{i}_").cte(f"g{i}") for i, (statement, _) in enumerate(guards)]
+    all_held = and_(*(exists(g.select()) for g in held)) if held else None
+
     def one(i: int, statement: Insert, values: Mapping[str, Any]) -> Insert:
         columns = statement.table.c  # type: ignore[attr-defined]
-        return statement.values(
-            {name: bindparam(f"w{i}_{name}", type_=columns[name].type) for name in values}
-        )
+        binds = {name: bindparam(f"w{i}_{name}", type_=columns[name].type) for name in values}
+        if all_held is None:
+            return statement.values(binds)
+        return statement.from_select(list(binds), select(*binds.values()).where(all_held))
 
-    *first, (last, last_values) = writes
-    main = one(len(first), last, last_values)
+    if not held:
+        *first, (last, last_values) = writes
+        main: Executable = one(len(first), last, last_values)
+    else:
+        first = list(writes)
+        main = select(*(exists(g.select()) for g in held))
     for i, (statement, values) in enumerate(first):
-        main = main.add_cte(one(i, statement, values).cte(f"w{i}"))
+        main = main.add_cte(one(i, statement, values).cte(f"w{i}"))  # type: ignore[attr-defined]
     return main
+
+
+def _renamed(statement: Any, prefix: str) -> Any:
+    """``statement`` with each named parameter renamed ``prefix`` + name (two guards may
+    be the same statement)."""
+
+    def rename(element: Any, **_: Any) -> Any:
+        if isinstance(element, BindParameter) and not element.unique:
+            return bindparam(prefix + element.key, type_=element.type)
+        return None
+
+    return replacement_traverse(statement, {}, rename)

@@ -8,7 +8,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Boolean, bindparam, event, func, insert, literal_column, select, text
+from sqlalchemy import (
+    Boolean,
+    bindparam,
+    event,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -176,6 +186,72 @@ async def test_write_all_writes_every_row_in_one_round_trip(engine: AsyncEngine)
     assert [(r[0], r[2]) for r in found] == [("a", {"n": 1}), ("b", {})] + [
         (f"m{i:02}", {}) for i in range(12)
     ]
+
+
+# a guard: the row of ``key`` gets ``status``, if it has no status yet
+CLAIM = (
+    update(IdempotentResponse.__table__)  # type: ignore[arg-type]
+    .where(T.player_id == 7, T.key == bindparam("claim_key"), T.status == 200)
+    .values(status=bindparam("claim_status"))
+    .returning(T.key)
+)
+
+
+def _queries(engine: AsyncEngine) -> list[str]:
+    """The queries asyncpg sends on ``engine``'s new connections (none elsewhere)."""
+    sent: list[str] = []
+    if engine.dialect.driver == "asyncpg":
+
+        def log(dbapi_connection: Any, *_: Any) -> None:
+            dbapi_connection.driver_connection.add_query_logger(lambda r: sent.append(r.query))
+
+        event.listen(engine.sync_engine.pool, "connect", log)
+    return sent
+
+
+async def _statuses(engine: AsyncEngine) -> dict[str, int]:
+    async with engine.connect() as conn:
+        return {key: status for key, status, _ in await driver.rows(conn, READ, {"player_id": 7})}
+
+
+async def test_guarded_writes_are_written_only_when_every_guard_touches_a_row(
+    engine: AsyncEngine,
+) -> None:
+    """A command's closing statement: its spend must hold for its rows to be written. Alone
+    (nothing written before it) it runs without BEGIN and COMMIT; two guards side by side
+    may half hold, so they run in the transaction the caller rolls back."""
+    sent = _queries(engine)
+    async with engine.begin() as conn:
+        await driver.write_all(conn, [(PLAIN_STORE, _row(k, {})) for k in ("a", "b")])
+    before = len(sent)
+    async with engine.connect() as conn, conn.begin():
+        held = await driver.write_all(
+            conn, [(PLAIN_STORE, _row("c", {"n": 1})), (PLAIN_STORE, _row("d", {}))],
+            [(CLAIM, {"claim_key": "a", "claim_status": 201})], last=True,
+        )  # fmt: skip
+    closing = sent[before:]
+    assert held
+    assert await _statuses(engine) == {"a": 201, "b": 200, "c": 200, "d": 200}
+    if engine.dialect.driver == "asyncpg":
+        assert len(closing) == 1 and "BEGIN" not in closing[0] and "COMMIT" not in closing[0]
+    async with engine.connect() as conn, conn.begin():  # "a" is claimed already: no row
+        claimed = [(CLAIM, {"claim_key": "a", "claim_status": 202})]
+        held = await driver.write_all(conn, [(PLAIN_STORE, _row("e", {}))], claimed, last=True)
+        assert not held
+    assert await _statuses(engine) == {"a": 201, "b": 200, "c": 200, "d": 200}
+    # the same statement twice: its parameters apart; one guard fails, the caller rolls back
+    guards = [
+        (CLAIM, {"claim_key": "b", "claim_status": 203}),
+        (CLAIM, {"claim_key": "a", "claim_status": 203}),
+    ]
+    async with engine.connect() as conn:
+        async with conn.begin() as tx:
+            assert not await driver.write_all(conn, [(PLAIN_STORE, _row("f", {}))], guards)
+            await tx.rollback()
+        async with conn.begin():
+            guards[1] = (CLAIM, {"claim_key": "c", "claim_status": 203})
+            assert await driver.write_all(conn, [(PLAIN_STORE, _row("f", {}))], guards, last=True)
+    assert await _statuses(engine) == {"a": 201, "b": 203, "c": 203, "d": 200, "f": 200}
 
 
 async def test_a_session_is_asked_for_its_connection_once_per_transaction(
