@@ -142,7 +142,7 @@ class Stocks:
         self.table = stock_table(self.metadata, resources)
         self.c = self.table.c
         self._ticks: dict[tuple[str, bool], Update] = {}
-        self._spends: dict[str, Update] = {}
+        self._spends: dict[tuple[str, bool], Update] = {}
         self._deposits: dict[str, Update] = {}
         self._rate_setters: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
         self._read = select(self.table).where(
@@ -267,13 +267,15 @@ class Stocks:
     ) -> list[Select]:
         """What a spend at the settle horizon sees, as rows to union into a command's one
         read (one consistent view with the rest of it): per resource (``tag``, resource,
-        its stock settled at the horizon in fixed-point units, the horizon)."""
+        its stock settled in fixed-point units, the time it is settled at: the horizon, or
+        the row's own time if that is later, as ``spend`` settles it)."""
         horizon = select(self.horizon(now_ms, dialect).label("at")).cte(f"{tag}_horizon")
         at = horizon.c.at
         values = self.settled_values(at, dialect)
         rows = self.table.join(horizon, true())
+        settled_at = _greatest(dialect, self.c.updated_ms, at)
         return [
-            select(written(tag), written(res), values[res], at)
+            select(written(tag), written(res), values[res], settled_at)
             .select_from(rows)
             .where(self.c.village_id == village_id)
             for res in self.names
@@ -316,20 +318,35 @@ class Stocks:
         found = await driver.rows(db, self._prepared_spend(driver.dialect_name(db)), params)
         return int(found[0][0]) if found else None
 
-    def _prepared_spend(self, dialect: str) -> Update:
+    def spend_at(
+        self, village_id: int, cost: Mapping[str, int], at_ms: int, dialect: str
+    ) -> tuple[Update, dict[str, Any]]:
+        """``spend`` as a requirement of a command's closing statement
+        (``Tx.require_at_commit``): the statement and its parameters that subtract ``cost``
+        (fixed-point) from the stock settled at exactly ``at_ms``, the time the command's
+        read settled it at (``settled_rows``), if the row was settled no later than that
+        and still covers the cost. No row: the stock changed since the read."""
+        self._known(cost)
+        params: dict[str, Any] = {f"spend_{res}": cost.get(res, 0) for res in self.names}
+        params.update(spend_village=village_id, spend_now_ms=at_ms)
+        return self._prepared_spend(dialect, exact=True), params
+
+    def _prepared_spend(self, dialect: str, *, exact: bool = False) -> Update:
         """``spend``'s UPDATE with the village, the time and the cost as parameters, built
-        once per dialect (as ``_prepared_tick``): every command spends."""
-        stmt = self._spends.get(dialect)
+        once per dialect (as ``_prepared_tick``): every command spends. ``exact``: only a
+        row settled no later than the time (``spend_at``)."""
+        stmt = self._spends.get((dialect, exact))
         if stmt is None:
             c = self.c
             now = bindparam("spend_now_ms", type_=BigInteger)
             values = self.settled_values(now, dialect)
             cost = {res: bindparam(f"spend_{res}", type_=BigInteger) for res in self.names}
-            stmt = self._spends[dialect] = (
+            stmt = self._spends[(dialect, exact)] = (
                 update(self.table)
                 .where(
                     c.village_id == bindparam("spend_village", type_=BigInteger),
                     and_(*(values[res] >= cost[res] for res in self.names)),
+                    *([c.updated_ms <= now] if exact else []),
                 )
                 .values(
                     **{res: values[res] - cost[res] for res in self.names},
