@@ -60,7 +60,9 @@ def game_tx(
 
 
 async def commit_events(tx: Tx) -> None:
-    """Write the events ``tx`` scheduled as durable rows (call before the commit)."""
+    """Write what ``tx`` kept for the commit (``Tx.write_at_commit``, ``require_at_commit``)
+    and the events it scheduled, as durable rows (call before the commit)."""
+    await tx.write_kept()
     if tx.events:
         await add_durable_events(tx.session, tx.events, ids=tx.ids)
         tx.events.clear()

@@ -33,7 +33,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from common.queue.durable import INSERT_EVENT, durable_rows
-from common.queue.tx import Tx, WorldShape
+from common.queue.tx import StaleRead, Tx, WorldShape
 from common.queue.work import Committed
 from db import driver
 from db.engine import is_constraint_race, is_database_outage, is_transaction_conflict
@@ -104,7 +104,8 @@ class _Attempts:
     the pool then renews them all), only when it cannot apply twice (it failed before its
     commit, or its key's row answers a repeat of one that did commit); and up to
     ``_CONFLICT_RETRIES`` times in all after it lost to another transaction (a conflict or
-    a constraint race, ``db.engine``), a little later each time."""
+    a constraint race, ``db.engine``) or found what it read changed at its commit
+    (``StaleRead``), a little later each time."""
 
     key: str | None
     outage_retried: bool = False
@@ -115,8 +116,11 @@ class _Attempts:
         if not self.outage_retried and is_database_outage(exc) and (not committing or self.key):
             self.outage_retried = True
             return 0.0
-        lost = is_constraint_race(exc) or is_transaction_conflict(exc)
-        if not isinstance(exc, DBAPIError) or not lost:
+        lost = isinstance(exc, StaleRead) or (
+            isinstance(exc, DBAPIError)
+            and (is_constraint_race(exc) or is_transaction_conflict(exc))
+        )
+        if not lost:
             return None
         if self.conflicts == _CONFLICT_RETRIES - 1:
             return None
@@ -184,10 +188,13 @@ def command_handler(
                         if key:
                             answer = (player_id, key, digest, route.status, result, now)
                             writes.append((idempotency.STORE, idempotency.record(*answer)))
-                        await driver.write_all(conn, writes)  # one round trip on PostgreSQL
+                        # the closing statement (one round trip on PostgreSQL) commits by
+                        # itself when the command wrote nothing before it: it may apply
+                        # from here on
+                        committing = True
+                        await tx.write_kept(writes)
                     finally:
                         await tx.close()
-                    committing = True  # leaving the block commits: it may apply from here on
                 break
             except _Refused as refused:
                 if refused.stored is not None:
@@ -201,6 +208,10 @@ def command_handler(
                 if isinstance(exc, rule_errors):
                     raise rule_error(exc) from None
                 wait = attempts.again(exc, committing)
+                if wait is None and isinstance(exc, StaleRead):
+                    raise ApiError(
+                        409, "conflict", "the place changed while the command ran; try again"
+                    ) from None
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)

@@ -164,6 +164,7 @@ async def drop(
         )
         tx = Tx(session, now, world_speed, queue.ids, kinds=registry, stocks=stocks)
         await _compensate(tx, registry, rows)
+        await tx.write_kept()
         work = Committed()
         work.add(tx, await durable.add_durable_events(session, tx.events, clock=queue.clock))
     dropped = {row.id for row in rows}

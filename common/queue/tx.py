@@ -24,8 +24,9 @@ from db import driver
 from db.models import ScheduledEvent
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
+    from sqlalchemy import Insert
     from sqlalchemy.ext.asyncio import AsyncConnection
     from sqlalchemy.sql import Executable
 
@@ -35,6 +36,13 @@ if TYPE_CHECKING:
 
 class UnknownEventKind(ScheduleError):
     """An event of a kind no handler of the loaded game runs: refused when scheduled."""
+
+
+class StaleRead(Exception):
+    """A requirement kept for the commit (``Tx.require_at_commit``) touched no row: the world
+    changed since the work read it. Nothing of the work was written; the caller rolls back
+    and runs it again from the start (the web tier does, a few times), so its rules judge
+    what is there now."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,8 @@ class Tx:
         "cancelled",
         "events",
         "ids",
+        "kept_guards",
+        "kept_writes",
         "kinds",
         "now_ms",
         "player_id",
@@ -103,6 +113,8 @@ class Tx:
         self.touched: set[int] = set()
         self.callbacks: list[Callable[[], Awaitable[None]]] = []
         self.alerts: list[tuple[int, str, Any]] = []
+        self.kept_writes: list[driver.Write] = []
+        self.kept_guards: list[driver.Guard] = []
 
     @property
     def session(self) -> AsyncSession:
@@ -166,6 +178,30 @@ class Tx:
         transaction begins, so a command whose rules refuse it after its reads costs no
         transaction (``db.driver.rows``, ``begin=False``)."""
         return await driver.rows(await self.connection(), statement, params, begin=False)
+
+    def write_at_commit(self, insert: Insert, values: Mapping[str, Any]) -> None:
+        """Insert one row at the commit, in the closing statement that also writes the
+        events and the command's idempotency record (one round trip on PostgreSQL; none
+        of BEGIN and COMMIT when the command wrote nothing before it). For a row nothing
+        in this transaction reads back: give its id yourself (``tx.ids.next_id()``)."""
+        self.kept_writes.append((insert, values))
+
+    def require_at_commit(self, statement: Executable, params: Mapping[str, Any]) -> None:
+        """Run ``statement`` (a conditional UPDATE or DELETE with RETURNING, e.g.
+        ``Stocks.spend_at``) in the closing statement; if it touches no row, nothing of
+        the work is written and ``StaleRead`` is raised. For a write that only confirms
+        what the work read (the stock it judged a cost against is still there)."""
+        self.kept_guards.append((statement, params))
+
+    async def write_kept(self, writes: Sequence[driver.Write] = ()) -> None:
+        """Write what was kept for the commit (``write_at_commit``, ``require_at_commit``)
+        and ``writes``, as one statement on PostgreSQL; call it last, just before the
+        commit. Raises ``StaleRead`` (nothing written; roll back) when a requirement
+        touched no row."""
+        writes = [*self.kept_writes, *writes]
+        guards, self.kept_writes, self.kept_guards = self.kept_guards, [], []
+        if not await driver.write_all(await self.connection(), writes, guards, last=True):
+            raise StaleRead("the world changed since this work read it; run it again")
 
     def schedule(
         self,

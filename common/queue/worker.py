@@ -543,6 +543,8 @@ class PartitionWorker:
         async with asyncio.timeout(reg.timeout_s):
             await reg.handler(tx, group)
         self._observe(reg.kind, started)
+        if tx.kept_writes or tx.kept_guards:
+            raise RuntimeError("a handler registered with durable=False has no rows to write")
         for new in tx.events:  # a bad follow-up fails this call, not the worker
             check_new_event(new, tx.now_ms, tx.now_ms + self.queue.max_ahead_ms)
         out.follow_memory.extend(tx.events)
@@ -562,6 +564,7 @@ class PartitionWorker:
                 async with asyncio.timeout(reg.timeout_s):
                     await reg.handler(tx, run)
                 self._observe(reg.kind, started)
+                await tx.write_kept()
                 if tx.events:
                     follow = await durable.add_durable_events(
                         session, tx.events, clock=self.queue.clock, ids=self.queue.ids

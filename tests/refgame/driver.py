@@ -14,7 +14,8 @@ from sqlalchemy import delete, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.ids import IdGenerator
-from db.driver import Rows, rows
+from common.queue.tx import StaleRead
+from db.driver import Guard, Rows, Write, rows, write_all
 from db.models import ScheduledEvent
 
 
@@ -27,6 +28,8 @@ class DriverTx:
         self.pending: list[dict[str, Any]] = []
         self.touched: set[int] = set()
         self.alerts: list[tuple[int, str, Any]] = []
+        self.kept_writes: list[Write] = []
+        self.kept_guards: list[Guard] = []
 
     def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
         event_id = self.ids.next_id()
@@ -57,7 +60,18 @@ class DriverTx:
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
+    def write_at_commit(self, insert: Any, values: Mapping[str, Any]) -> None:
+        self.kept_writes.append((insert, values))
+
+    def require_at_commit(self, statement: Any, params: Mapping[str, Any]) -> None:
+        self.kept_guards.append((statement, params))
+
     async def flush(self) -> None:
+        """Write what was kept for the commit (as ``Tx.write_kept``) and the events."""
+        writes, guards = self.kept_writes, self.kept_guards
+        self.kept_writes, self.kept_guards = [], []
+        if not await write_all(await self.connection(), writes, guards):
+            raise StaleRead("a requirement kept for the commit touched no row")
         if self.pending:
             await self.session.execute(insert(ScheduledEvent), self.pending)
             self.pending.clear()
