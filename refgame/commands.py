@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, NoReturn, Protocol
 
 from pydantic import Field
 from sqlalchemy import (
@@ -65,6 +65,10 @@ class CommandTx(state.GameTx, Protocol):
 
     def alert(self, player_id: int, kind: str, data: dict[str, Any] | None = None) -> None: ...
 
+    def write_at_commit(self, insert: Any, values: Mapping[str, Any]) -> None: ...
+
+    def require_at_commit(self, statement: Any, params: Mapping[str, Any]) -> None: ...
+
 
 async def own_village(tx: CommandTx, player_id: int, village_id: int) -> state.VillageInfo:
     village = await state.village_info(tx.session, village_id)
@@ -90,43 +94,53 @@ class _Seen:
     stock: dict[str, int] = field(default_factory=dict)  # fixed-point, at ``at_ms``
     at_ms: int = 0
     overdue: bool = False
+    dialect: str = ""  # of the read's connection
 
 
-async def pay(
-    tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen | None = None
-) -> int:
-    """Spend ``cost``; returns the time the stock was settled at.
+async def pay(tx: CommandTx, village_id: int, cost: dict[str, int]) -> int:
+    """Spend ``cost`` now; returns the time the stock was settled at.
 
     That is *now*, unless an event elsewhere is overdue: its follow-ups (news of a
     battle, a return with loot) may land in this village at any time from its due time
-    on, so the stock is settled no later than that (``Stocks.settle_horizon``). With
-    ``seen`` (build, train) the overdue check, the horizon and the stock come from the
-    command's one read, so a refusal writes nothing; the spend itself stays conditional
-    (another command may have spent since the read).
+    on, so the stock is settled no later than that (``Stocks.settle_horizon``).
     """
-    if seen is None:
-        await require_settled(tx, village_id)
-        at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
-    else:
-        if seen.overdue:  # require_settled, read with the rest
-            raise EventsPending("this village has events finishing right now; retry in a moment")
-        check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
-        at = seen.at_ms
+    await require_settled(tx, village_id)
+    at = await STOCKS.settle_horizon(tx.session, tx.now_ms)
     spent = await STOCKS.spend(
         await tx.connection(), village_id, {r: to_fixed(n) for r, n in cost.items()}, at
     )
     if spent is None:
         # tell what is missing, per resource (the same settled stock the spend compared)
         check_affordable(Cost.of(cost), await stock_units_at(tx.session, village_id, at))
-        raise InsufficientResources(  # covered in whole units, short by a fraction of one
-            "not enough resources; wait for production or lower the quantity", cost=cost
-        )
+        _short_by_a_fraction(cost)
     return spent
+
+
+def _short_by_a_fraction(cost: dict[str, int]) -> NoReturn:
+    raise InsufficientResources(  # covered in whole units, short by a fraction of one
+        "not enough resources; wait for production or lower the quantity", cost=cost
+    )
+
+
+def pay_at_commit(tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen) -> int:
+    """Spend ``cost`` from the stock the command's one read saw (build, train); returns the
+    time it is settled at. The overdue check and the cost are judged on that read, so a
+    refusal writes nothing; the spend itself goes in the closing statement, and only if
+    the stock is as read (``Stocks.spend_at``): else the command runs again
+    (``StaleRead``) and judges the stock as it is then."""
+    if seen.overdue:  # require_settled, read with the rest
+        raise EventsPending("this village has events finishing right now; retry in a moment")
+    check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
+    fixed = {r: to_fixed(n) for r, n in cost.items()}
+    if any(seen.stock.get(r, 0) < n for r, n in fixed.items()):
+        _short_by_a_fraction(cost)
+    tx.require_at_commit(*STOCKS.spend_at(village_id, fixed, seen.at_ms, seen.dialect))
+    return seen.at_ms
 
 
 # built once (a Core insert with parameters): every build and train writes one
 _ORDER_INSERTS = {
-    order: insert(order.__table__).returning(order.__table__.c.id)  # type: ignore[arg-type]
+    order: insert(order.__table__)  # type: ignore[arg-type]
     for order in (BuildOrder, TrainingOrder)
 }
 
@@ -143,8 +157,10 @@ async def _place_order(
 ) -> tuple[int, int]:
     """Pay ``cost``, insert the queue order row and schedule its completion event at
     ``columns["done_ms"]``; returns (order id, the time the stock was settled at)."""
-    spent_ms = await pay(tx, village_id, cost, seen)
-    ((order_id,),) = await tx.rows(_ORDER_INSERTS[order], {"village_id": village_id, **columns})
+    spent_ms = pay_at_commit(tx, village_id, cost, seen)
+    # written with the spend and the event in the closing statement
+    order_id = tx.ids.next_id()
+    tx.write_at_commit(_ORDER_INSERTS[order], {"id": order_id, "village_id": village_id, **columns})
     tx.schedule(done_event, village_id, columns["done_ms"], {"order_id": order_id})
     tx.touch_players([player_id])
     return order_id, spent_ms
@@ -189,7 +205,7 @@ async def _read(
     stmt = _READS.get((queue.__name__, dialect))
     if stmt is None:
         stmt = _READS[(queue.__name__, dialect)] = _reads(queue, dialect)
-    seen = _Seen()
+    seen = _Seen(dialect=dialect)
     params = {"village_id": village_id, "now_ms": tx.now_ms}
     for tag, name, n, done_ms in await tx.read(stmt, params):
         if tag == "v":
@@ -218,7 +234,7 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
         started_ms=plan.start_ms, done_ms=plan.done_ms,
     )  # fmt: skip
     return {
-        "order_id": order_id,
+        "order_id": str(order_id),
         "kind": plan.kind,
         "target_level": plan.target_level,
         "cost": plan.cost.as_dict(),
@@ -242,7 +258,7 @@ async def train(
         unit=plan.unit, count=plan.count, started_ms=plan.start_ms, done_ms=plan.done_ms,
     )  # fmt: skip
     return {
-        "order_id": order_id,
+        "order_id": str(order_id),
         "unit": plan.unit,
         "count": plan.count,
         "cost": plan.cost.as_dict(),
@@ -370,7 +386,7 @@ class RecallBody(StrictBody):
 
 
 class OrderOut(Out):
-    order_id: int
+    order_id: str = Field(description="the order's id, as text: ids pass 2**53")
     kind: str | None = None
     target_level: int | None = None
     unit: str | None = None
