@@ -63,7 +63,13 @@ def _levels(_ctx: click.Context, _param: click.Parameter, value: str) -> list[in
 
 
 @cli.command()
-@click.option("--players", type=click.IntRange(1, 20_000), default=200, show_default=True)
+@click.option(
+    "--players",
+    type=click.IntRange(1, 20_000),
+    default=1000,
+    show_default=True,
+    help="registered players; half can pay for every build, half for none",
+)
 @click.option(
     "--connections", type=click.IntRange(1, 10_000), default=100, show_default=True,
     help="concurrent connections of the main measurement",

@@ -15,7 +15,7 @@ from bench.web.load import LoadGenerator
 from bench.web.model import CEILING, PHASES, TARGETS, LoadResult, Player
 from bench.web.players import phase_requests, refresh_players
 
-# a build phase at 100 connections on as many players meets a full build queue now and then
+# a build phase meets a full build queue now and then (more often with fewer players)
 STRAY_ANSWERS = 0.01
 
 
