@@ -6,7 +6,7 @@ import asyncio
 import random
 
 import pytest
-from sqlalchemy import delete, insert, select
+from sqlalchemy import BigInteger, bindparam, delete, insert, select, union_all
 
 from common.amounts import SCALE, accrue
 from db.models import Village
@@ -176,3 +176,30 @@ async def test_read_gives_the_row_as_stored_by_column_name(engine) -> None:
     assert list(row) == [c.key for c in stock.table.c]
     assert row["village_id"] == 2 and row["updated_ms"] == T0
     assert row["wood"] == 7 * SCALE and row["crop_rate"] == RATES["crop"] + 2
+
+
+async def test_spend_at_holds_only_on_the_stock_as_a_read_settled_it(engine) -> None:
+    """A command's read settles the stock at the horizon, or at the row's own later time;
+    its closing statement spends at exactly that time, and not once the row moved past it."""
+    await _make_villages(engine, 1, start=0)
+    hour = 3_600_000
+    vid, now = bindparam("v", type_=BigInteger), bindparam("now", type_=BigInteger)
+    async with engine.connect() as conn:
+        dialect = conn.dialect.name
+        read = union_all(*stock.settled_rows("s", vid, now, dialect))
+        seen = {r[1]: (r[2], r[3]) for r in await conn.execute(read, {"v": 1, "now": T0 + hour})}
+        assert seen["wood"] == (38 * SCALE, T0 + hour)
+        # a row settled later than the horizon: its own time, its stock as stored
+        assert {r[3] for r in await conn.execute(read, {"v": 1, "now": T0 - 5})} == {T0}
+    spend = {"wood": 38 * SCALE}
+    async with engine.begin() as conn:
+        assert not (
+            await conn.execute(*stock.spend_at(1, {"wood": 39 * SCALE}, T0 + hour, dialect))
+        ).all()
+        assert (await conn.execute(*stock.spend_at(1, spend, T0 + hour, dialect))).all()
+        # settled at T0 + hour now: a read from before that is stale
+        assert not (
+            await conn.execute(*stock.spend_at(1, {"wood": 0}, T0 + hour - 1, dialect))
+        ).all()
+    got = await _stocks(engine)
+    assert got[1][0] == 0 and got[1][1] == 102 * SCALE
