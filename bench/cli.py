@@ -407,11 +407,13 @@ def publish_command(files: tuple[Path, ...], add: bool, published: Path) -> None
     from bench.readme import publish
 
     try:
-        copies = publish(files, published, add=add)
+        copies, dropped = publish(files, published, add=add)
     except FatalError as exc:
         fail(str(exc), exc.exit_code)
     for path in copies:
         click.echo(f"published {path}")
+    if dropped:  # a re-run of one benchmark is published with --add
+        click.echo(f"dropped from the published set: {', '.join(dropped)} (--add keeps the others)")
     click.echo("next: python -m bench readme (and commit both)")
 
 

@@ -473,8 +473,9 @@ def update_readme(
 
 def publish(
     files: Sequence[Path], published: Path = PUBLISHED_DIR, *, add: bool = False
-) -> list[Path]:
-    """Copy result JSONs into ``published`` as ``<benchmark>.json``; return the copies.
+) -> tuple[list[Path], list[str]]:
+    """Copy result JSONs into ``published`` as ``<benchmark>.json``; return the copies and
+    the benchmarks dropped from the published set.
 
     The files become the whole published set (one run per table) unless ``add``. Every file is
     checked before anything is copied or removed, so a bad one changes nothing.
@@ -494,14 +495,16 @@ def publish(
             raise FatalError(f"{path}: a second {name!r} result (the other is {chosen[name]})")
         chosen[name] = path
     published.mkdir(parents=True, exist_ok=True)
+    dropped = []
     if not add:
-        for old in published.glob("*.json"):
+        for old in sorted(published.glob("*.json")):
             if old.stem in KNOWN and old.stem not in chosen:  # only ever a result file
                 old.unlink()
+                dropped.append(old.stem)
     copies = []
     for name, path in chosen.items():
         target = published / f"{name}.json"
         if path.resolve() != target.resolve():
             shutil.copyfile(path, target)  # byte for byte: the published file is the run's own
         copies.append(target)
-    return copies
+    return copies, dropped

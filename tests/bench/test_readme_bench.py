@@ -269,7 +269,9 @@ def test_publish_makes_the_given_files_the_published_set(tmp_path: Path) -> None
     (published / "notes.json").write_text("{}")  # not a result file: never removed
     files = [str(results / "queue_noop.json"), str(results / "tick_sqlite.json")]
 
-    assert run("publish", "--published", str(published), *files).exit_code == 0
+    result = run("publish", "--published", str(published), *files)
+    assert result.exit_code == 0
+    assert "dropped from the published set: web_sqlite (--add keeps the others)" in result.output
     assert sorted(p.name for p in published.iterdir()) == [
         "notes.json",
         "queue_noop.json",
