@@ -200,6 +200,8 @@ class Tx:
         touched no row."""
         writes = [*self.kept_writes, *writes]
         guards, self.kept_writes, self.kept_guards = self.kept_guards, [], []
+        if not writes and not guards:
+            return  # not even the connection is asked for
         if not await driver.write_all(await self.connection(), writes, guards, last=True):
             raise StaleRead("the world changed since this work read it; run it again")
 

@@ -4,7 +4,7 @@ follow-ups in the handler's transaction, rollback on failure."""
 from __future__ import annotations
 
 from redis.asyncio import Redis
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
@@ -230,6 +230,12 @@ async def _due_is(queue: EventQueue, due_ms: int) -> bool:
     return s.oldest_due_ms == due_ms and s.inflight == 0
 
 
+async def _attempts(sessions: async_sessionmaker[AsyncSession], event_id: int, n: int) -> bool:
+    async with sessions() as session:
+        row = await session.get(ScheduledEvent, event_id)
+        return row is not None and row.attempts >= n
+
+
 async def _dead(queue: EventQueue, n: int) -> bool:
     return sum(s.dead for s in await queue.stats()) >= n
 
@@ -280,3 +286,44 @@ async def test_a_failed_durable_batch_is_halved_until_the_bad_event_stands_alone
     ]
     c = await counts(sessions)
     assert c == {"processed": 19, "effects": 19, "distinct": 19, "pending": 1}
+
+
+async def test_writes_kept_for_the_commit_go_with_the_handlers_batch(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    """``write_at_commit`` rows commit with the batch; a requirement that touches no row
+    (``require_at_commit``) fails the batch, which rolls back and runs again."""
+    claimed: list[int] = []
+    requirement = (
+        update(effects)
+        .where(effects.c.village_id == bindparam("wanted"))
+        .values(village_id=effects.c.village_id)
+        .returning(effects.c.row_id)
+    )
+
+    async def arrive(ctx: Tx, events: list[Event]) -> None:
+        for e in events:
+            claimed.append(e.id)
+            ctx.write_at_commit(insert(effects), {"event_id": e.id, "village_id": e.village_id})
+            if e.payload.get("needs"):  # holds once the first event's row is there
+                ctx.require_at_commit(requirement, {"wanted": e.payload["needs"]})
+
+    registry = HandlerRegistry()
+    registry.register("arrive", arrive, retry=RetryPolicy(max_attempts=5, base_ms=10))
+    first, second = await _commit(
+        sessions, queue,
+        [NewEvent("arrive", 4, START_MS, {"needs": 8}), NewEvent("arrive", 8, START_MS)],
+    )  # fmt: skip
+    workers.start(queue, registry, 0, sessions=sessions)
+    # one batch: the first's requirement fails it (the second's row is not there yet); alone,
+    # the second commits and the first waits for its retry
+    await eventually(lambda: _attempts(sessions, first.id, 1))
+    assert (await counts(sessions))["effects"] == 1
+    await clock.advance(1_000)  # the first's next try holds
+    await eventually(lambda: _at_least(sessions, "processed", 2))
+    async with sessions() as session:
+        rows = sorted(await session.execute(select(effects.c.event_id, effects.c.village_id)))
+    assert rows == sorted([(first.id, 4), (second.id, 8)])
