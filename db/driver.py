@@ -240,10 +240,11 @@ async def write_all(
         for statement, params in guards:
             if not await rows(conn, statement, params):
                 return False
+        alone = last and len(writes) == 1 and not guards  # one statement in all
         for statement, group in groupby(writes, key=lambda w: w[0]):
             values = [v for _, v in group]
             if len(values) == 1:
-                await rows(conn, statement, values[0])
+                await rows(conn, statement, values[0], begin=not alone)
             else:  # one round trip per statement (SQLAlchemy's insertmanyvalues)
                 await conn.execute(statement, values)
         return True

@@ -252,6 +252,11 @@ async def test_guarded_writes_are_written_only_when_every_guard_touches_a_row(
             guards[1] = (CLAIM, {"claim_key": "c", "claim_status": 203})
             assert await driver.write_all(conn, [(PLAIN_STORE, _row("f", {}))], guards, last=True)
     assert await _statuses(engine) == {"a": 201, "b": 203, "c": 203, "d": 200, "f": 200}
+    before = len(sent)
+    async with engine.connect() as conn, conn.begin():  # one row, no guard: alone as well
+        assert await driver.write_all(conn, [(PLAIN_STORE, _row("g", {}))], last=True)
+    if engine.dialect.driver == "asyncpg":
+        assert len(sent[before:]) == 1 and "INSERT" in sent[before], sent[before:]
 
 
 async def test_a_session_is_asked_for_its_connection_once_per_transaction(
