@@ -163,7 +163,8 @@ async def test_a_dropped_connection_is_an_outage_and_is_replaced(postgres_url: s
 PLAIN_STORE = insert(IdempotentResponse.__table__)  # type: ignore[arg-type]
 
 
-async def test_write_all_writes_every_row_in_one_round_trip(engine: AsyncEngine) -> None:
+def _queries(engine: AsyncEngine) -> list[str]:
+    """The queries asyncpg sends on ``engine``'s new connections (none elsewhere)."""
     sent: list[str] = []
     if engine.dialect.driver == "asyncpg":
 
@@ -171,6 +172,11 @@ async def test_write_all_writes_every_row_in_one_round_trip(engine: AsyncEngine)
             dbapi_connection.driver_connection.add_query_logger(lambda r: sent.append(r.query))
 
         event.listen(engine.sync_engine.pool, "connect", log)
+    return sent
+
+
+async def test_write_all_writes_every_row_in_one_round_trip(engine: AsyncEngine) -> None:
+    sent = _queries(engine)
     async with engine.connect() as conn, conn.begin():
         await driver.write_all(conn, [(PLAIN_STORE, _row("a", {"n": 1})), (STORE, _row("b", {}))])
     if engine.dialect.driver == "asyncpg":
@@ -195,18 +201,6 @@ CLAIM = (
     .values(status=bindparam("claim_status"))
     .returning(T.key)
 )
-
-
-def _queries(engine: AsyncEngine) -> list[str]:
-    """The queries asyncpg sends on ``engine``'s new connections (none elsewhere)."""
-    sent: list[str] = []
-    if engine.dialect.driver == "asyncpg":
-
-        def log(dbapi_connection: Any, *_: Any) -> None:
-            dbapi_connection.driver_connection.add_query_logger(lambda r: sent.append(r.query))
-
-        event.listen(engine.sync_engine.pool, "connect", log)
-    return sent
 
 
 async def _statuses(engine: AsyncEngine) -> dict[str, int]:
