@@ -12,13 +12,11 @@ process must keep running the events that come after.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from common.settings import load_settings
 from db.engine import create_engine
 from db.models import ProcessedEvent
 from tests.conftest import TEST_REDIS_URL
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,14 +68,6 @@ def task_server(
             proc.kill()
             proc.wait(5)
     log.close()
-
-
-async def _until(check, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s} s")
-        await asyncio.sleep(0.1)
 
 
 def _ran(sqlite_url: str, ids: list[int]):  # type: ignore[no-untyped-def]
@@ -125,8 +116,8 @@ async def test_malformed_and_oversized_entries_go_to_dead_letters_and_work_goes_
     async def all_dead() -> bool:  # the bad-payload ones die after their retries (~15 s)
         return len(await queue.dead()) >= expected_dead
 
-    await _until(_ran(sqlite_url, good), 30)
-    await _until(all_dead, 60)
+    await wait_for(_ran(sqlite_url, good), "the good event to run", 30)
+    await wait_for(all_dead, "every bad entry dead-lettered", 60)
     dead = await queue.dead()
     dead_members = {(d.partition, bytes(d.member)) for d in dead}
     for name, partition, blob, expect, _ in entries:
@@ -151,7 +142,7 @@ async def test_an_entry_with_a_broken_header_takes_no_other_event_with_it(
         await redis.zadd(PartitionKeys(redis_prefix, p).due, {b"short!%d" % p: now - 10})
     good = await _good_events(queue, now - 5)
     try:
-        await _until(_ran(sqlite_url, good), 15)
+        await wait_for(_ran(sqlite_url, good), "the good event to run", 15)
     finally:
         await queue.aclose()
 
@@ -171,7 +162,7 @@ async def test_an_entry_whose_header_names_another_event_is_dead_lettered(
         return len(await queue.dead()) == 1
 
     try:
-        await _until(dead, 15)
+        await wait_for(dead, "the bad entry dead-lettered", 15)
     finally:
         await queue.aclose()
 
@@ -194,7 +185,7 @@ async def test_an_entry_scored_infinite_does_not_stop_its_partition(
             return found.first() is not None
 
     try:
-        await _until(good_ran, 20)
+        await wait_for(good_ran, "the good event to run", 20)
     finally:
         await engine.dispose()
         await queue.aclose()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from common.clock import ManualClock
 from common.fastredis import _Protocol
 from common.settings import Settings
 from common.snapshot_versions import bump_versions
+from tests.waiting import wait_for
 from tests.web.conftest import JSON_HEADERS, PASSWORD, MakeClient, Player, RegisterFn
 from webfront.localcache import LocalCache
 from webfront.sessions import token_hash
@@ -144,14 +144,6 @@ async def test_logout_on_one_process_revokes_the_session_on_another(
     assert (await other.get("/api/snapshot", headers=alice.auth)).status == 200  # others stay
 
 
-async def wait_until(check: Callable[[], bool]) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
-
-
 async def test_a_lost_connection_forgets_everything_and_tracking_resumes(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings,
     clock: ManualClock,
@@ -161,7 +153,7 @@ async def test_a_lost_connection_forgets_everything_and_tracking_resumes(
     local = client.app[LOCAL_CACHE]
     assert local.active and local.sessions and local.versions
     await redis.client_kill_filter(_id=await client.app[FAST_REDIS].execute("CLIENT", "ID"))
-    await wait_until(lambda: not local.active)
+    await wait_for(lambda: not local.active, "the local cache to stop")
     assert not local.sessions and not local.versions
     # a change while no push can reach us
     await clock.advance(1)

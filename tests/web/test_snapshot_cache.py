@@ -16,6 +16,7 @@ from common.clock import ManualClock
 from common.settings import Settings
 from common.snapshot_versions import bump_versions
 from db.models import Village
+from tests.waiting import wait_for
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
 from webfront import keys, snapshot_reads
 from webfront.snapshot import SNAPSHOTS, SnapshotService
@@ -95,14 +96,6 @@ def counted_builds(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return state
 
 
-async def wait_until(check: Callable[[], bool]) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
-
-
 @pytest.fixture
 def entered_body(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count the polls that reached ``SnapshotService.body`` (each finds the build in flight
@@ -129,7 +122,10 @@ async def test_concurrent_misses_of_one_version_build_once(
         asyncio.ensure_future(client.get("/api/snapshot", headers=alice.auth)) for _ in range(20)
     ]
     # all 20 wait for a body, the first one's build is held until released
-    await wait_until(lambda: entered_body["calls"] == 20 and counted_builds["calls"] == 1)
+    await wait_for(
+        lambda: entered_body["calls"] == 20 and counted_builds["calls"] == 1,
+        "20 polls in, one build",
+    )
     counted_builds["release"].set()
     answers = await asyncio.gather(*polls)
     assert [r.status for r in answers] == [200] * 20
@@ -162,12 +158,14 @@ async def test_a_burst_of_misses_reads_the_database_in_a_few_batched_statements(
 
     # one at a time: polls of one loop iteration would share a statement
     first = [poll(players[0][0])]
-    await wait_until(lambda: counted_builds["calls"] == 1)
+    await wait_for(lambda: counted_builds["calls"] == 1, "one build")
     first.append(poll(players[1][0]))
-    await wait_until(lambda: counted_builds["calls"] == 2)  # both slots busy
+    await wait_for(lambda: counted_builds["calls"] == 2, "two builds")  # both slots busy
     rest = [poll(t) for t, _ in players[2:]]
     reads = client.app[SNAPSHOTS].reads
-    await wait_until(lambda: len(reads.waiting) == 7)  # the 7 others wait for a slot
+    await wait_for(
+        lambda: len(reads.waiting) == 7, "7 reads waiting"
+    )  # the 7 others wait for a slot
     assert counted_builds["calls"] == 2 and counted_builds["running"] == 2
     counted_builds["release"].set()
     answers = await asyncio.gather(*first, *rest)
@@ -209,7 +207,9 @@ async def test_a_failed_build_fails_its_waiters_and_the_next_poll_builds_again(
     async def failing(conn: AsyncConnection, player_ids: list[int]) -> dict[int, Any]:
         nonlocal calls
         calls += 1
-        await wait_until(lambda: entered_body["calls"] == 5)  # the other 4 wait for this build
+        await wait_for(
+            lambda: entered_body["calls"] == 5, "5 polls in"
+        )  # the other 4 wait for this build
         raise RuntimeError("boom")
 
     monkeypatch.setattr(snapshot_reads, "build_snapshots", failing)
