@@ -145,6 +145,7 @@ class Stocks:
         self._spends: dict[tuple[str, bool], Update] = {}
         self._deposits: dict[str, Update] = {}
         self._rate_setters: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
+        self._rate_adders: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
         self._read = select(self.table).where(
             self.c.village_id == bindparam("read_village", type_=BigInteger)
         )
@@ -398,9 +399,7 @@ class Stocks:
         Production changes at the exact time of the event that changes it.
         """
         self._known(rates)
-        unknown = set(caps or ()) - set(self.caps)
-        if unknown:
-            raise KeyError(f"unknown cap(s) {sorted(unknown)}; declared: {list(self.caps)}")
+        self._known_caps(caps)
         for res, rate in rates.items():
             if rate < 0 and res not in self.declining:
                 raise ValueError(f"{res} may not decline (rate {rate}); declare may_decline=True")
@@ -411,6 +410,62 @@ class Stocks:
             driver.dialect_name(db), tuple(sorted(rates)), tuple(sorted(caps or ()))
         )
         await driver.rows(db, stmt, params)
+
+    async def add_rates(
+        self,
+        db: AsyncSession | AsyncConnection,
+        village_id: int,
+        deltas: Mapping[str, int],
+        now_ms: int,
+        caps: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Settle at ``now_ms`` with the old rates, then add ``deltas`` to the rates (whole
+        units per hour, by resource) and/or set ``caps`` (whole units), in one statement
+        that returns the row as it is then (``read``'s shape): a change of production needs
+        no read of the row first, and none of the old rates.
+
+        ``KeyError`` when the village has no stock row. ``ValueError`` when a resource that
+        may not decline would: the row is written by then, so the caller's transaction must
+        roll back (a handler's does, when it raises).
+        """
+        self._known(deltas)
+        self._known_caps(caps)
+        params: dict[str, Any] = {f"add_{res}_rate": d for res, d in deltas.items()}
+        params.update({f"new_{cap}_cap": to_fixed(units) for cap, units in (caps or {}).items()})
+        params.update(rates_village=village_id, rates_now_ms=now_ms)
+        stmt = self._prepared_add_rates(
+            driver.dialect_name(db), tuple(sorted(deltas)), tuple(sorted(caps or ()))
+        )
+        found = await driver.rows(db, stmt, params)
+        if not found:
+            raise KeyError(f"village {village_id} has no stock row")
+        row = dict(zip(self._read_names, found[0], strict=True))
+        declined = [r for r in deltas if row[f"{r}_rate"] < 0 and r not in self.declining]
+        if declined:
+            raise ValueError(
+                f"{declined} may not decline (rates {[row[f'{r}_rate'] for r in declined]}); "
+                "declare may_decline=True"
+            )
+        return row
+
+    def _prepared_add_rates(
+        self, dialect: str, deltas: tuple[str, ...], caps: tuple[str, ...]
+    ) -> Update:
+        """``add_rates``' UPDATE ... RETURNING for these resources and caps, built once per
+        dialect and set of names."""
+        key = (dialect, deltas, caps)
+        stmt = self._rate_adders.get(key)
+        if stmt is None:
+            now = bindparam("rates_now_ms", type_=BigInteger)
+            values: dict[str, Any] = dict(self.settled_values(now, dialect))
+            for res in deltas:
+                rate = self.c[f"{res}_rate"]
+                values[rate.key] = rate + bindparam(f"add_{res}_rate", type_=BigInteger)
+            for cap in caps:
+                values[f"{cap}_cap"] = bindparam(f"new_{cap}_cap", type_=BigInteger)
+            stmt = self._settling_update(dialect, "rates", values, now).returning(*self.table.c)
+            self._rate_adders[key] = stmt
+        return stmt
 
     def _prepared_set_rates(
         self, dialect: str, rates: tuple[str, ...], caps: tuple[str, ...]
@@ -488,6 +543,11 @@ class Stocks:
         unknown = set(amounts) - set(self.names)
         if unknown:
             raise KeyError(f"unknown resource(s) {sorted(unknown)}; declared: {list(self.names)}")
+
+    def _known_caps(self, caps: Mapping[str, int] | None) -> None:
+        unknown = set(caps or ()) - set(self.caps)
+        if unknown:
+            raise KeyError(f"unknown cap(s) {sorted(unknown)}; declared: {list(self.caps)}")
 
 
 def _tick_parameters(shard: int, now_ms: int, held: Sequence[int]) -> dict[str, Any]:

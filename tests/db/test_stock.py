@@ -115,6 +115,37 @@ async def test_rate_change_settles_first(engine) -> None:
     assert (await _stocks(engine))[1][0] == (38 + 100) * SCALE
 
 
+async def test_add_rates_settles_then_adds_and_gives_the_row_back(engine) -> None:
+    """A change of production in one statement: settled at its time with the old rates, the
+    deltas added to the rates as stored (no read first), the row returned as ``read``'s."""
+    await _make_villages(engine, 1, start=0)
+    hour = 3_600_000
+    async with engine.begin() as conn:
+        row = await stock.add_rates(
+            conn, 1, {"wood": 62, "crop": -5}, T0 + hour, caps={"warehouse": 2_000}
+        )
+    assert list(row) == [c.key for c in stock.table.c]
+    assert row["updated_ms"] == T0 + hour
+    assert (row["wood"], row["wood_rate"]) == (38 * SCALE, 100)
+    assert (row["crop"], row["crop_rate"]) == (0, -17)  # declined to 0 with the old rate
+    assert row["clay_rate"] == RATES["clay"] + 1  # untouched
+    assert row["warehouse_cap"] == 2_000 * SCALE
+    async with engine.begin() as conn:
+        assert (await stock.read(conn, 1)) == row
+        # a row settled later than the change keeps its time and stock: only the rate moves
+        late = await stock.add_rates(conn, 1, {"wood": 1}, T0)
+        assert (late["updated_ms"], late["wood"], late["wood_rate"]) == (T0 + hour, 38 * SCALE, 101)
+        with pytest.raises(KeyError, match="village 2 has no stock row"):
+            await stock.add_rates(conn, 2, {"wood": 1}, T0)
+        with pytest.raises(KeyError, match="unknown resource"):
+            await stock.add_rates(conn, 1, {"gold": 1}, T0)
+    with pytest.raises(ValueError, match="may not decline"):
+        async with engine.begin() as conn:
+            await stock.add_rates(conn, 1, {"iron": -10}, T0 + hour)
+    async with engine.connect() as conn:
+        assert (await stock.read(conn, 1))["iron_rate"] == RATES["iron"] + 1  # rolled back
+
+
 async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
     await _make_villages(engine, 1, start=100)  # 100 wood: exactly 10 spends of 10 fit
     sem = asyncio.Semaphore(50)
