@@ -25,14 +25,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Table, bindparam, delete, select, update
+from sqlalchemy import BigInteger, ColumnElement, Table, bindparam, delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.amounts import to_fixed
 from common.queue import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.tx import Tx
 from common.settings import Settings
+from db import driver
 from db.driver import rows
+from db.models import Village
 from gameapi import JobContext
 from gameserver.retention import prune_rows
 from refgame import rankings, state
@@ -83,19 +86,45 @@ def _side(village: state.VillageInfo) -> dict[str, Any]:
 # the statements are built once (``db.driver``), as these handlers run for most events.
 _ORDER = bindparam("order_id", type_=BigInteger)
 _B = cast(Table, Building.__table__)
+
+
+def _owner(village_id: Any) -> ColumnElement[Any]:
+    return select(Village.player_id).where(Village.id == village_id).scalar_subquery()
+
+
+# ... with the village's owner, whose snapshot it changes
 _TAKE_BUILD = (
     delete(BuildOrder).where(BuildOrder.id == _ORDER)
-    .returning(BuildOrder.kind, BuildOrder.target_level)
+    .returning(BuildOrder.kind, BuildOrder.target_level, _owner(BuildOrder.village_id))
 )  # fmt: skip
 _TAKE_TRAINING = (
     delete(TrainingOrder).where(TrainingOrder.id == _ORDER)
-    .returning(TrainingOrder.unit, TrainingOrder.count)
+    .returning(TrainingOrder.unit, TrainingOrder.count, _owner(TrainingOrder.village_id))
 )  # fmt: skip
 _BUILDING = (_B.c.village_id == bindparam("b_village", type_=BigInteger)) & (
     _B.c.kind == bindparam("b_kind")
 )
 _LEVEL = select(_B.c.level).where(_BUILDING)
 _SET_LEVEL = update(_B).where(_BUILDING).values(level=bindparam("new_level"))
+# PostgreSQL sets the level and gives the old one back in one statement (a self-join);
+# SQLite's RETURNING cannot name the joined row, and its round trips cost little
+_OLD = _B.alias("old")
+_SWAP_LEVEL = (
+    update(_B)
+    .where(_BUILDING, _OLD.c.village_id == _B.c.village_id, _OLD.c.kind == _B.c.kind)
+    .values(level=bindparam("new_level"))
+    .returning(_OLD.c.level)
+)
+
+
+async def _swap_level(session: AsyncSession, params: dict[str, Any]) -> int:
+    """Set a building's level; the level it had (0 for none)."""
+    if driver.dialect_name(session) == "postgresql":
+        old = await rows(session, _SWAP_LEVEL, params)
+    else:
+        old = await rows(session, _LEVEL, params)
+        await rows(session, _SET_LEVEL, params)
+    return (old[0][0] if old else 0) or 0
 
 
 async def build_done(
@@ -104,11 +133,10 @@ async def build_done(
     taken = await rows(tx.session, _TAKE_BUILD, {"order_id": int(payload["order_id"])})
     if not taken:  # the village was deleted with its orders
         return
-    kind, target_level = taken[0]
-    building = {"b_village": village_id, "b_kind": kind}
-    old = await rows(tx.session, _LEVEL, building)
-    old_level = (old[0][0] if old else 0) or 0
-    await rows(tx.session, _SET_LEVEL, {**building, "new_level": target_level})
+    kind, target_level, owner = taken[0]
+    old_level = await _swap_level(
+        tx.session, {"b_village": village_id, "b_kind": kind, "new_level": target_level}
+    )
     deltas: dict[str, int] = {}
     caps = None
     if kind in RESOURCE_OF_FIELD:
@@ -120,8 +148,7 @@ async def build_done(
         caps = village_caps(await state.buildings_of(tx.session, village_id))
     if deltas or caps:
         await state.change_rates(tx.session, village_id, due_ms, tx, deltas, caps)
-    info = await state.village_info(tx.session, village_id)
-    tx.touch_players([info.player_id if info else None])
+    tx.touch_players([owner])
 
 
 async def train_done(
@@ -130,13 +157,12 @@ async def train_done(
     taken = await rows(tx.session, _TAKE_TRAINING, {"order_id": int(payload["order_id"])})
     if not taken:
         return
-    unit, count = taken[0]
+    unit, count, owner = taken[0]
     await state.add_troops(tx.session, village_id, village_id, {unit: count})
     await state.change_rates(
         tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({unit: count})}
     )
-    info = await state.village_info(tx.session, village_id)
-    tx.touch_players([info.player_id if info else None])
+    tx.touch_players([owner])
 
 
 async def troops_lost(

@@ -2,7 +2,7 @@
 
 Commands (web tier) and event handlers (task server) share these. Every write
 that changes production first settles the stock at the change's own time
-(``Stocks.set_rates``), so resources stay exact.
+(``Stocks.add_rates``), so resources stay exact.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.ids import IdGenerator
 from db import driver
 from db.models import Village
-from refgame.economy import starvation_time_ms, stock_at
+from refgame.economy import starvation_time_ms
 from refgame.models import Building, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
 
@@ -158,17 +158,17 @@ async def change_rates(
     the granary runs dry.
     """
     deltas = {r: d for r, d in (rate_deltas or {}).items() if d}
-    row = await stock_row(session, village_id)
-    new_rates = {r: row[f"{r}_rate"] + deltas.get(r, 0) for r in RESOURCES}
-    await STOCKS.set_rates(
+    row = await STOCKS.add_rates(
         session,
         village_id,
-        {r: new_rates[r] for r in deltas},
+        deltas,
         at_ms,
         caps={"warehouse": caps[0], "granary": caps[1]} if caps else None,
     )
+    new_rates = {r: row[f"{r}_rate"] for r in RESOURCES}
     if deltas.get("crop", 0) < 0 and new_rates["crop"] < 0:
-        due = starvation_time_ms(stock_at(row, at_ms)["crop"], new_rates["crop"], at_ms)
+        # the row comes back settled at at_ms (at its own time if settled later already)
+        due = starvation_time_ms(row["crop"], new_rates["crop"], at_ms)
         if due is not None:
             events.schedule(STARVATION, village_id, due, {})
     return new_rates

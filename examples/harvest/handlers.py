@@ -16,15 +16,12 @@ def harvest_ms(world_speed: float) -> int:
 
 async def harvest_done(tx: Tx, events: list[Event]) -> None:
     stocks = tx.stocks  # built from RESOURCES by the framework
-    rate = stocks.table.c.grain_rate
     for event in events:  # in run order: (due_ms, priority, id)
-        current = await tx.session.scalar(
-            select(rate).where(stocks.table.c.village_id == event.village_id)
-        )
-        if current is None:  # the farm was deleted meanwhile
+        gain = {"grain": int(event.payload["gain"])}
+        try:  # settle at the harvest's time with the old rate, then add the gain to it
+            await stocks.add_rates(tx.session, event.village_id, gain, event.due_ms)
+        except KeyError:  # the farm was deleted meanwhile
             continue
-        new_rate = {"grain": current + int(event.payload["gain"])}
-        await stocks.set_rates(tx.session, event.village_id, new_rate, event.due_ms)
         owner = await tx.session.scalar(
             select(places.c.player_id).where(places.c.id == event.village_id)
         )
