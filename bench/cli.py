@@ -222,7 +222,9 @@ def queue(
                 arq_events=arq_events,
             )  # fmt: skip
 
-    run_async(go)
+    # the in-process task server (and the ceilings beside it) on the loop the gameserver
+    # runs on (EVENT_LOOP), so the figures describe what a world runs
+    run_async(go, server=True)
 
 
 @cli.command("all")
