@@ -76,9 +76,11 @@ def _count(engine: AsyncEngine) -> RoundTrips:
 
 @pytest.fixture
 def pg_settings(postgres_url: str, redis_prefix: str) -> Settings:
+    # no fixed metrics port: a task server of these settings (test_event_round_trips) must
+    # start beside another world on this machine (``tests/conftest.py::settings``)
     return load_settings(
         database_url=postgres_url, redis_url=TEST_REDIS_URL, redis_prefix=redis_prefix,
-        game="refgame", map_radius=8,
+        game="refgame", map_radius=8, gameserver_metrics_port=0,
     )  # fmt: skip
 
 
