@@ -10,7 +10,7 @@ from common.amounts import SCALE, to_fixed, to_units
 from common.queue.events import Event
 from common.queue.handlers import Handler, HandlerRegistry
 from common.queue.policy import RetryPolicy
-from common.queue.tx import Tx, UnknownEventKind, WorldShape
+from common.queue.tx import StaleRead, Tx, UnknownEventKind, WorldShape
 from db.driver import Rows
 from db.models import NAMING, Player, Village
 from gameapi.aggregates import json_list
@@ -57,6 +57,7 @@ __all__ = [
     "RetryPolicy",
     "Rows",
     "SnapshotPart",
+    "StaleRead",
     "Stocks",
     "StrictBody",
     "Tx",

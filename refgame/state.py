@@ -40,7 +40,15 @@ STARVATION = "starvation"  # event kind: the crop of a village may have run out
 class Scheduler(Protocol):
     """Where game code puts the timed events it creates (committed with its transaction)."""
 
-    def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int: ...
+    def schedule(
+        self,
+        kind: str,
+        village_id: int,
+        due_ms: int,
+        payload: dict[str, Any],
+        *,
+        event_id: int | None = None,
+    ) -> int: ...
 
 
 class GameTx(Scheduler, Protocol):

@@ -213,8 +213,11 @@ class Tx:
         payload: dict[str, Any] | None = None,
         *,
         priority: int = 0,
+        event_id: int | None = None,
     ) -> int:
-        """A timed event, committed with this transaction; returns its id.
+        """A timed event, committed with this transaction; returns its id: ``event_id``
+        when given (drawn from ``tx.ids.next_id()`` earlier, for a row written before the
+        event that names it), else a new one.
 
         Raises ``UnknownEventKind`` at once for a kind the game has no handler
         for: it could never run.
@@ -224,7 +227,8 @@ class Tx:
                 f"no handler is registered for event kind {kind[:64]!r}; register one in "
                 "the game's register_handlers"
             )
-        event_id = self.ids.next_id()
+        if event_id is None:
+            event_id = self.ids.next_id()
         self.events.append(
             NewEvent(kind, place_id, due_ms, dict(payload or {}), priority=priority, id=event_id)
         )

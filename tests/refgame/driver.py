@@ -31,8 +31,17 @@ class DriverTx:
         self.kept_writes: list[Write] = []
         self.kept_guards: list[Guard] = []
 
-    def schedule(self, kind: str, village_id: int, due_ms: int, payload: dict[str, Any]) -> int:
-        event_id = self.ids.next_id()
+    def schedule(
+        self,
+        kind: str,
+        village_id: int,
+        due_ms: int,
+        payload: dict[str, Any],
+        *,
+        event_id: int | None = None,
+    ) -> int:
+        if event_id is None:
+            event_id = self.ids.next_id()
         self.pending.append(
             {"id": event_id, "kind": kind, "village_id": village_id, "due_ms": due_ms,
              "priority": 0, "payload": msgpack.packb(payload), "created_ms": self.now_ms}
