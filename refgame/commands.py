@@ -17,6 +17,7 @@ from pydantic import Field
 from sqlalchemy import (
     BigInteger,
     CompoundSelect,
+    Integer,
     bindparam,
     insert,
     literal_column,
@@ -29,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from common.amounts import to_fixed, to_units
 from db import events as pending
 from db.models import Village
-from gameapi import Rows
+from gameapi import Rows, StaleRead
 from gameapi.routes import CommandRoute
 from refgame import state
 from refgame.buildings import BuildOrderInfo, plan_build
@@ -43,7 +44,7 @@ from refgame.errors import (
     RuleError,
 )
 from refgame.handlers import BUILD_DONE, MARCH, TRAIN_DONE
-from refgame.models import Building, BuildOrder, March, TrainingOrder
+from refgame.models import Building, BuildOrder, March, TrainingOrder, Troop
 from refgame.resources import STOCKS, Cost, check_affordable, stock_units_at
 from refgame.travel import check_recall, plan_march, recall_return_ms
 from refgame.units import MAX_TRAIN_PER_ORDER, MAX_TROOPS_PER_UNIT, UNITS, plan_training
@@ -269,11 +270,43 @@ async def train(
 
 
 _NEW_MARCH = insert(March).returning(March.id)  # the columns its values name
-_LINK_MARCH = (
-    update(March)
-    .where(March.id == bindparam("m_id", type_=BigInteger))
-    .values(event_id=bindparam("m_event", type_=BigInteger))
-)
+
+
+def _march_reads() -> CompoundSelect:
+    """The owner and place of ``:village_id``, the village at (``:x``, ``:y``), the rally
+    point and the troops at home, in one read (rows tagged o, v, t, r, h): one consistent
+    view, and a march the rules refuse costs this one round trip."""
+    vid = bindparam("village_id", type_=BigInteger)
+    v, t = Village.__table__.c, Village.__table__.alias("target").c
+    b, h = Building.__table__.c, Troop.__table__.c
+    w = pending.written
+    return union_all(
+        select(w("o"), w(""), v.player_id, _ZERO).where(v.id == vid),
+        select(w("v"), w(""), v.x, v.y).where(v.id == vid),
+        select(w("t"), w(""), t.id, t.player_id).where(
+            t.x == bindparam("x", type_=Integer), t.y == bindparam("y", type_=Integer)
+        ),
+        select(w("r"), w(""), b.level, _ZERO).where(
+            b.village_id == vid, b.kind == w("rally_point")
+        ),
+        select(w("h"), h.unit, h.count, _ZERO).where(
+            h.village_id == vid, h.home_village_id == vid, h.count > 0
+        ),
+    )  # fmt: skip
+
+
+_MARCH_READS = _march_reads()
+
+
+@dataclass
+class _MarchSeen:
+    """What a march's one read saw (``_march_reads``)."""
+
+    owner: int | None = None
+    place: tuple[int, int] | None = None  # the origin's (x, y)
+    target: tuple[int, int | None] | None = None  # (id, owner) of the village at (x, y)
+    rally: int = 0
+    home: dict[str, int] = field(default_factory=dict)
 
 
 async def send_march(
@@ -285,47 +318,63 @@ async def send_march(
     y: int,
     troops: dict[str, int],
 ) -> dict[str, Any]:
-    origin = await own_village(tx, player_id, village_id)
-    target = await state.village_at(tx.session, x, y)
-    if target is None:
+    seen = _MarchSeen()
+    params = {"village_id": village_id, "x": x, "y": y}
+    for tag, name, a, b in await tx.read(_MARCH_READS, params):
+        if tag == "o":
+            seen.owner = None if a is None else int(a)
+        elif tag == "v":
+            seen.place = (int(a), int(b))
+        elif tag == "t":
+            seen.target = (int(a), None if b is None else int(b))
+        elif tag == "r":
+            seen.rally = int(a)
+        else:
+            seen.home[name] = int(a)
+    if seen.place is None or seen.owner != player_id:
+        raise NotYourVillage(f"you have no village {village_id}")
+    if seen.target is None:
         raise InvalidMarch(f"there is no village at ({x}, {y})")
-    if kind in ("attack", "raid") and target.player_id == player_id:
+    target_id, target_owner = seen.target
+    if kind in ("attack", "raid") and target_owner == player_id:
         raise InvalidMarch("you cannot attack your own village")
-    rally = (await state.buildings_of(tx.session, village_id)).get("rally_point", 0)
-    plan = plan_march(kind, troops, (origin.x, origin.y), (x, y), rally, tx.now_ms, tx.world_speed)
-    if not await state.take_troops(tx.session, village_id, village_id, plan.troops):
-        home = await state.troops_home(tx.session, village_id)
-        available = {u: home.get(u, 0) for u in plan.troops}
+    plan = plan_march(kind, troops, seen.place, (x, y), seen.rally, tx.now_ms, tx.world_speed)
+    available = {u: seen.home.get(u, 0) for u in plan.troops}
+    if any(available[u] < n for u, n in plan.troops.items()):
         short = ", ".join(f"{n} {u}" for u, n in available.items() if n < plan.troops[u])
         raise InsufficientTroops(
             f"not enough troops at home: only {short}",
             wanted=dict(plan.troops),
             available=available,
         )
-    # the march row first (its id is the event's payload), then its event, then the link
+    if not await state.take_troops(tx.session, village_id, village_id, plan.troops):
+        # they left or fell since the read (a battle's losses): judge the march again
+        raise StaleRead("the troops at home changed since the march read them")
+    # the march row names its event, and the event its march: the event's id comes first
+    event_id = tx.ids.next_id()
     march = {
         "kind": plan.kind,
-        "origin_village_id": origin.id,
-        "target_village_id": target.id,
+        "origin_village_id": village_id,
+        "target_village_id": target_id,
         "troops": dict(plan.troops),
         "loot": {},
         "depart_ms": plan.depart_ms,
         "arrive_ms": plan.arrive_ms,
-        "event_id": 0,
+        "event_id": event_id,
     }
     ((march_id,),) = await tx.rows(_NEW_MARCH, march)
-    event_id = tx.schedule(MARCH, target.id, plan.arrive_ms, {"march_id": march_id})
-    await tx.rows(_LINK_MARCH, {"m_id": march_id, "m_event": event_id})
-    tx.touch_players([player_id, target.player_id])
-    if plan.kind in ("attack", "raid") and target.player_id is not None:
-        tx.alert(target.player_id, "incoming_attack", {
-            "march_id": march_id, "kind": plan.kind, "target_village_id": target.id,
-            "origin": {"x": origin.x, "y": origin.y}, "arrive_ms": plan.arrive_ms,
+    tx.schedule(MARCH, target_id, plan.arrive_ms, {"march_id": march_id}, event_id=event_id)
+    tx.touch_players([player_id, target_owner])
+    if plan.kind in ("attack", "raid") and target_owner is not None:
+        ox, oy = seen.place
+        tx.alert(target_owner, "incoming_attack", {
+            "march_id": march_id, "kind": plan.kind, "target_village_id": target_id,
+            "origin": {"x": ox, "y": oy}, "arrive_ms": plan.arrive_ms,
         })  # fmt: skip
     return {
         "march_id": march_id,
         "kind": plan.kind,
-        "target_village_id": target.id,
+        "target_village_id": target_id,
         "troops": dict(plan.troops),
         "depart_ms": plan.depart_ms,
         "arrive_ms": plan.arrive_ms,

@@ -6,7 +6,8 @@ engine: every statement SQLAlchemy sends (``before_cursor_execute``) plus what a
 sends by itself outside the prepared statements (BEGIN, COMMIT, ROLLBACK and a pool's
 pre-ping), read from asyncpg's query logger. The hand-written ceiling
 (``bench.web.bare_commands``) makes 6 for a build and 3 for a refused one;
-before these were folded, ours made 12, 11 and 13, then 6, 2 and 2.
+before these were folded, ours made 12, 11 and 13, then 6, 2 and 2. A march made 9 before
+its reads were one and its event's id was drawn before its row.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 from sqlalchemy import event, func, insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from common.clock import ManualClock
 from common.queue.tx import Tx
 from common.settings import Settings, load_settings
 from db.engine import create_engine
-from db.models import ScheduledEvent
-from refgame.models import BuildOrder
+from db.models import ScheduledEvent, Village
+from refgame import state
+from refgame.models import BuildOrder, March, Troop
 from refgame.resources import STOCKS
+from refgame.state import add_troops
 from tests.calls import record_calls
 from tests.conftest import TEST_REDIS_URL
 from tests.web.conftest import FAST_CONFIG, PASSWORD
@@ -40,6 +43,10 @@ MAX_BUILD = 2
 # the reads run before BEGIN (they lock nothing): a refusal costs no transaction
 MAX_REFUSED_BUILD = 2  # one read, the key's first answer
 MAX_REFUSED_TRAIN = 2
+# one read (the owner, the target, the rally point, the troops at home); then BEGIN, the
+# troops taken, the march row (its id goes in its event), the closing statement, COMMIT
+MAX_MARCH = 6
+MAX_REFUSED_MARCH = 2  # the read, the key's first answer
 
 
 @dataclass
@@ -160,6 +167,47 @@ async def test_a_command_costs_few_round_trips(client: Any, pg_settings: Setting
     status, sent = await _post(client, trips, "/api/train", auth, "refused-4", train)
     assert status == 409, sent
     assert 0 < len(sent) <= MAX_REFUSED_TRAIN, sent
+    assert not any(s.startswith(("UPDATE", "INSERT", "DELETE", "BEGIN")) for s in sent), sent
+
+
+async def _add_troops(settings: Settings, village_id: int, troops: dict[str, int]) -> None:
+    engine = create_engine(settings)
+    try:
+        async with engine.begin() as conn, AsyncSession(conn) as session:
+            await add_troops(session, village_id, village_id, troops)
+            await session.flush()
+    finally:
+        await engine.dispose()
+
+
+async def _place(settings: Settings, village_id: int) -> tuple[int, int]:
+    engine = create_engine(settings)
+    try:
+        async with engine.connect() as conn:
+            found = (
+                await conn.execute(select(Village.x, Village.y).where(Village.id == village_id))
+            ).one()
+    finally:
+        await engine.dispose()
+    return int(found[0]), int(found[1])
+
+
+async def test_a_march_costs_few_round_trips(client: Any, pg_settings: Settings) -> None:
+    auth, village = await _player(client, "alice")
+    _, target = await _player(client, "bob")
+    await _add_troops(pg_settings, village, {"legionnaire": 10})
+    x, y = await _place(pg_settings, target)
+    trips = _count(client.app[ENGINE])
+    march = {"village_id": village, "kind": "raid", "x": x, "y": y, "troops": {"legionnaire": 2}}
+    status, _ = await _post(client, trips, "/api/march", auth, "warm-1", march)
+    assert status == 200
+    status, sent = await _post(client, trips, "/api/march", auth, "march-1", march)
+    assert status == 200, sent
+    assert 0 < len(sent) <= MAX_MARCH, sent
+    too_many = {**march, "troops": {"legionnaire": 7}}  # 6 are left at home
+    status, sent = await _post(client, trips, "/api/march", auth, "refused-1", too_many)
+    assert status == 409, sent
+    assert 0 < len(sent) <= MAX_REFUSED_MARCH, sent
     assert not any(s.startswith(("UPDATE", "INSERT", "DELETE", "BEGIN")) for s in sent), sent
 
 
@@ -320,5 +368,47 @@ async def test_a_build_whose_stock_moved_after_its_read_runs_again(
         error = await resp.json()
         assert resp.status == 409 and error["error"]["code"] == "conflict", error
         assert len(calls) == 2 + 5 and await orders() == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_a_march_whose_troops_left_after_its_read_is_judged_again(
+    any_db_client: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The troops are judged on the march's one read and taken later in its transaction:
+    when they fell in between (a battle's losses), nothing is written and the march runs
+    again from its read, which refuses it now with what is really at home."""
+    client = any_db_client
+    auth, village = await _player(client, "alice")
+    _, target = await _player(client, "bob")
+    game_settings = settings.model_copy(update={"game": "refgame", "map_radius": 8})
+    await _add_troops(game_settings, village, {"legionnaire": 10})
+    x, y = await _place(game_settings, target)
+    engine = create_engine(settings)
+    take = state.take_troops
+    taken: list[dict[str, int]] = []
+
+    async def lost_first(session: Any, *args: Any) -> bool:
+        if not taken:  # another transaction takes 5 of the 10 between the read and here
+            async with engine.begin() as conn, AsyncSession(conn) as other:
+                assert await take(other, village, village, {"legionnaire": 5})
+                await other.flush()
+        taken.append(dict(args[-1]))
+        return await take(session, *args)
+
+    monkeypatch.setattr(state, "take_troops", lost_first)
+    reads = record_calls(monkeypatch, Tx, "read")
+    march = {"village_id": village, "kind": "raid", "x": x, "y": y, "troops": {"legionnaire": 6}}
+    try:
+        resp = await client.post("/api/march", json=march, headers={**auth, "Idempotency-Key": "a"})
+        error = await resp.json()
+        assert resp.status == 409 and error["error"]["code"] == "insufficient_troops", error
+        assert error["error"]["details"]["available"] == {"legionnaire": 5}, error
+        # two runs, each from its read; the second refused it there
+        assert len(reads) == 2 and taken == [{"legionnaire": 6}]
+        async with engine.connect() as conn:
+            assert await conn.scalar(select(func.count()).select_from(March)) == 0
+            home = await conn.scalar(select(Troop.count).where(Troop.village_id == village))
+        assert home == 5
     finally:
         await engine.dispose()
