@@ -82,17 +82,16 @@ def _side(village: state.VillageInfo) -> dict[str, Any]:
     }
 
 
-# An order ends with its event: its row is taken (deleted, read back) in one statement, and
-# the statements are built once (``db.driver``), as these handlers run for most events.
-_ORDER = bindparam("order_id", type_=BigInteger)
-_B = cast(Table, Building.__table__)
-
-
 def _owner(village_id: Any) -> ColumnElement[Any]:
+    """The player of the village ``village_id`` (a column), as a scalar subquery."""
     return select(Village.player_id).where(Village.id == village_id).scalar_subquery()
 
 
-# ... with the village's owner, whose snapshot it changes
+# An order ends with its event: its row is taken (deleted, read back with its village's
+# owner, whose snapshot it changes) in one statement, and the statements are built once
+# (``db.driver``), as these handlers run for most events.
+_ORDER = bindparam("order_id", type_=BigInteger)
+_B = cast(Table, Building.__table__)
 _TAKE_BUILD = (
     delete(BuildOrder).where(BuildOrder.id == _ORDER)
     .returning(BuildOrder.kind, BuildOrder.target_level, _owner(BuildOrder.village_id))
