@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from common.embedded_redis import free_port
 from common.settings import load_settings
+from tests.waiting import wait_for_blocking
 from wgctl import runfile
 
 pytestmark = pytest.mark.slow
@@ -62,11 +62,12 @@ def local_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     )
     run_file = tmp_path / "var" / "run.json"
     try:
-        deadline = time.monotonic() + 60
-        while not run_file.exists():
+
+        def written() -> bool:
             assert proc.poll() is None, "wgctl run exited"
-            assert time.monotonic() < deadline, "wgctl run wrote no run file"
-            time.sleep(0.1)
+            return run_file.exists()
+
+        wait_for_blocking(written, "wgctl run to write its run file", timeout_s=60)
         yield proc, tmp_path
     finally:
         if proc.poll() is None:
