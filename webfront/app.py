@@ -125,6 +125,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         config.snapshot_builds,
         config.snapshot_batch,
         app[GAME],
+        app[METRICS],
     )
     yield
     await app[snapshot.SNAPSHOTS].drain()

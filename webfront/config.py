@@ -36,6 +36,8 @@ class WebConfig:
     # A cached snapshot body is keyed by its version, so it is never stale: the TTL only frees
     # the memory of players who stopped changing. Each body gets ttl * (1 + jitter * U[0, 1)),
     # so bodies built together (a deploy, a burst of polls) do not all expire together.
+    # 0: no body is cached in Redis (with local_cache_bodies=0 every full answer is built: how
+    # `bench web` measures a build).
     snapshot_cache_ttl_ms: int = 600_000
     snapshot_cache_jitter: float = 0.25
     # snapshot statements at once per process (a connection each); builds that pile up behind

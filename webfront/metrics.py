@@ -43,6 +43,9 @@ class Metrics:
         self._requests: dict[tuple[str, str, int], int] = {}
         # (method, route) -> [count per bucket (the last one is +Inf), sum of seconds]
         self._latency: dict[tuple[str, str], list[Any]] = {}
+        # snapshot bodies built (full answers neither body cache could serve): against the
+        # full answers, what the caches save
+        self.snapshot_builds = 0
         self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -74,6 +77,11 @@ class Metrics:
                 [method, route], list(zip(_LE, cumulative, strict=True)), sum_value=total
             )
         yield latency
+        yield CounterMetricFamily(
+            "webfront_snapshot_builds",
+            "snapshot bodies built from the database (full answers no body cache served)",
+            value=self.snapshot_builds,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -53,6 +53,7 @@ from webfront import keys
 from webfront.codec import JSON, MSGPACK, encode, wants_msgpack, with_field_first
 from webfront.errors import unauthorized
 from webfront.localcache import LocalCache
+from webfront.metrics import Metrics
 from webfront.routing import Endpoint
 from webfront.sessions import SessionStore, token_from_headers, token_hash
 from webfront.snapshot_build import builder_of, use_game
@@ -171,6 +172,7 @@ class SnapshotService:
     max_builds: int = 4
     max_batch: int = 64
     game: Game | None = None  # whose snapshot (None: the process's, see snapshot_build.use_game)
+    metrics: Metrics | None = None  # counts the builds
 
     # builds in progress in this process: concurrent polls of one version wait for one build
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
@@ -205,11 +207,14 @@ class SnapshotService:
             if data is None:  # deleted while a session outlived them
                 raise unauthorized("this player no longer exists")
             body = encode(data, packed)
+            if self.metrics is not None:
+                self.metrics.snapshot_builds += 1
             self.local.put_body(player_id, version, packed, body)
             future.set_result(body)
-            write = asyncio.create_task(self._store(player_id, version, packed, body))
-            self.writes.add(write)
-            write.add_done_callback(self.writes.discard)
+            if self.cache_ttl_ms > 0:
+                write = asyncio.create_task(self._store(player_id, version, packed, body))
+                self.writes.add(write)
+                write.add_done_callback(self.writes.discard)
             return body
         except BaseException as exc:
             future.set_exception(exc)

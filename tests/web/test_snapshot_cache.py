@@ -266,3 +266,46 @@ async def test_the_batch_statement_reaches_rows_through_indexes(client: TestClie
     assert scans <= {"SCAN json_each VIRTUAL TABLE INDEX 1:", "SCAN parts"}, scans
     # the troops away are found by their home (ix_troops_home), not by a scan of troops
     assert any("USING INDEX ix_troops_home" in row[3] for row in plan), plan
+
+
+def builds_in(metrics_text: str) -> float:
+    """``webfront_snapshot_builds_total`` from a /metrics answer."""
+    for line in metrics_text.splitlines():
+        if line.startswith("webfront_snapshot_builds_total "):
+            return float(line.split()[1])
+    raise AssertionError("no webfront_snapshot_builds_total in /metrics")
+
+
+async def test_builds_are_counted_and_a_cached_body_is_not_one(
+    client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings,
+    clock: ManualClock,
+) -> None:  # fmt: skip
+    alice = await register("Alice")
+    before = builds_in(await (await client.get("/metrics")).text())
+    for _ in range(3):  # one build, then the body caches
+        assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
+    assert builds_in(await (await client.get("/metrics")).text()) == before + 1
+    await clock.advance(1)
+    await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+    assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
+    assert builds_in(await (await client.get("/metrics")).text()) == before + 2
+
+
+async def test_with_the_body_caches_off_every_full_answer_is_built(
+    make_client: MakeClient, redis: Redis, web_settings: Settings
+) -> None:
+    """``snapshot_cache_ttl_ms=0`` and ``local_cache_bodies=0``: what ``bench web`` measures
+    a snapshot build with. Nothing is stored in Redis, and every answer is built anew."""
+    client = await make_client(snapshot_cache_ttl_ms=0, local_cache_bodies=0)
+    resp = await client.post("/api/register", json={"name": "Alice", "password": PASSWORD})
+    auth = {"Authorization": f"Bearer {(await resp.json())['token']}"}
+    client.session.cookie_jar.clear()
+    before = builds_in(await (await client.get("/metrics")).text())
+    for _ in range(4):
+        got = await client.get("/api/snapshot", headers=auth)
+        assert got.status == 200
+    assert builds_in(await (await client.get("/metrics")).text()) == before + 4
+    await client.app[SNAPSHOTS].drain()
+    player_id = (await got.json())["player_id"]
+    for form in ("j", "m"):
+        assert await redis.exists(keys.snapshot(web_settings.redis_prefix, player_id, form)) == 0
