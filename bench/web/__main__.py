@@ -1,4 +1,5 @@
-"""``python -m bench.web hello|serve|load``: the processes the bench starts."""
+"""``python -m bench.web hello|serve|serve-uncached|commands|load``: the processes the bench
+starts."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from common.settings import load_settings
 def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.web")
     sub = parser.add_subparsers(dest="what", required=True)
-    for name in ("hello", "serve", "commands"):
+    for name in ("hello", "serve", "serve-uncached", "commands"):
         p = sub.add_parser(name)
         p.add_argument("--port", type=int, required=True)
     p = sub.add_parser("load")
@@ -31,8 +32,9 @@ def _main(argv: list[str] | None = None) -> None:
         from bench.web.bare_commands import serve_bare_commands
 
         serve_on(load_settings().event_loop, serve_bare_commands(args.port))
-    elif args.what == "serve":
-        sys.exit(run_async(lambda: serve_game(args.port), server=True))
+    elif args.what in ("serve", "serve-uncached"):
+        cached = args.what == "serve"
+        sys.exit(run_async(lambda: serve_game(args.port, cached), server=True))
     else:
         figures = asyncio.run(python_load(json.loads(args.spec.read_text())))
         print(RESULT_MARK + json.dumps(figures), flush=True)

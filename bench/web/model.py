@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PHASES = ("bare", "poll_304", "full", "bare_commands", "commands", "bare_refused", "refused")
+PHASES = (
+    "bare", "poll_304", "full", "build", "bare_commands", "commands", "bare_refused", "refused"
+)  # fmt: skip
 PHASE_SHORT = {
     "bare": "bare hello",
     "poll_304": "304 poll",
     "full": "full",
+    "build": "snapshot build",
     "bare_commands": "bare build",
     "commands": "build",
     "bare_refused": "bare refused",
@@ -18,6 +21,7 @@ PHASE_TITLES = {
     "bare": "bare aiohttp hello (ceiling)",
     "poll_304": "snapshot poll, If-None-Match -> 304",
     "full": "full snapshot (no If-None-Match)",
+    "build": "full snapshot built for each request (body caches off)",
     "bare_commands": "POST /api/build by hand, aiohttp + asyncpg (ceiling)",
     "commands": "POST /api/build, players who can pay",
     "bare_refused": "POST /api/build by hand, nothing to pay with (ceiling)",
@@ -61,6 +65,7 @@ class LoadResult:
     statuses: dict[str, int]
     errors: dict[str, int]
     cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by role in the run
+    builds: int | None = None  # snapshot bodies the server built (one server process only)
 
     @property
     def ok_share(self) -> float:

@@ -116,7 +116,7 @@ def phase_requests(phase: str, players: Sequence[Player]) -> list[Req]:
             Req("GET", "/api/snapshot", {**a, "If-None-Match": p.etag or '"0"'})
             for a, p in zip(auth, players, strict=True)
         ]
-    if phase == "full":
+    if phase in ("full", "build"):
         return [Req("GET", "/api/snapshot", a) for a in auth]
     # commands: even players can pay for anything, odd ones for nothing (``stock_players``)
     group = players[0::2] if phase in ("commands", "bare_commands") else players[1::2]

@@ -74,6 +74,7 @@ async def web_bench(
     bare: Servers | None = None
     ceiling: Servers | None = None  # the hand-written commands (PostgreSQL only)
     game: Servers | None = None
+    uncached: Servers | None = None  # the game with its snapshot body caches off
     database = None
     try:
         bare = await Servers("hello", workers).start()
@@ -88,6 +89,7 @@ async def web_bench(
             }
             game = await Servers("serve", workers, env).start()
             game_url = game.url
+            uncached = await Servers("serve-uncached", workers, env).start()
             if db == "postgresql":
                 ceiling = await Servers("commands", workers, env).start()
         else:
@@ -108,16 +110,20 @@ async def web_bench(
             settings = database.settings
             sweeper = partial(sweep_orders, settings)
         # only a bench server's Redis is ours to bump versions in
-        changes = Changes(redis, prefix) if full_cycle and redis is not None else None
+        changes = Changes(redis, prefix, full_cycle) if redis is not None else None
         watches = {
             "bare": CpuWatch(bare.pids, None),
             "game": CpuWatch(game.pids if game else [], redis_url if game else None),
         }
         if ceiling is not None:
             watches["bare_commands"] = watches["bare_refused"] = CpuWatch(ceiling.pids, None)
+        if uncached is not None:
+            watches["build"] = CpuWatch(uncached.pids, redis_url)
         results = await run_phases(
             load, bare.url, game_url, roster, levels, connections, duration_s,
             sweep_duration_s, watches, changes, ceiling.url if ceiling else None, sweeper,
+            uncached.url if uncached else None,
+            uncached.snapshot_builds if uncached and workers == 1 else None,
         )  # fmt: skip
     finally:
         if game is not None:
@@ -126,6 +132,8 @@ async def web_bench(
             bare.stop()
         if ceiling is not None:
             ceiling.stop()
+        if uncached is not None:
+            uncached.stop()
         if database is not None:
             await drop_database(database, pg_admin_url)
         if redis is not None:
@@ -188,6 +196,8 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
             if r.cpu_s.get("server")
             else ""  # an external server: its processes are not ours to watch
         )
+        if r.builds is not None:
+            cpu += f"; {r.builds:,} bodies built ({r.builds / max(1, r.requests):.0%} of answers)"
         notes.append(f"  {PHASE_SHORT[r.phase]} c={r.connections}: answers {_statuses(r)}{cpu}")
     report.print_table(
         f"web: {figures.players} players, {figures.workers} process(es), {figures.target}; "
@@ -221,6 +231,13 @@ def _print(figures: WebFigures, summary: dict[str, Any]) -> None:
                 f"{'met' if met[f'{phase}_p99'] else 'MISSED'})"
             )
         report.console.print("commands: " + "; ".join(parts))
+        refused, build = figures.at("refused"), figures.at("build")
+        if refused is not None and build is not None:
+            report.console.print(
+                f"a refusal {refused.cpu_us_per_request('server'):,.0f} µs of web CPU, a "
+                f"snapshot build {build.cpu_us_per_request('server'):,.0f} µs (target: no "
+                f"more: {'met' if met.get('refused_cpu') else 'MISSED'})"
+            )
         for phase in ("commands", "refused"):
             if not figures.answered_as_meant(phase):
                 report.console.print(

@@ -49,7 +49,7 @@ class Servers:
 
     async def start(self, timeout_s: float = 30.0) -> Servers:
         self._spawn()
-        path = "/api/time" if self.kind == "serve" else "/hello"
+        path = "/api/time" if self.kind.startswith("serve") else "/hello"
         deadline = time.monotonic() + timeout_s
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:
@@ -65,6 +65,19 @@ class Servers:
         self._log.seek(0)
         output = self._log.read().decode(errors="replace").strip().splitlines()[-5:]
         raise FatalError(f"the bench {self.kind} server did not start: {' | '.join(output)}")
+
+    async def snapshot_builds(self) -> int:
+        """The web front's count of snapshot builds (``webfront_snapshot_builds_total``); of
+        one process only: with several, a request reaches whichever the kernel picks."""
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(self.url + "/metrics") as response,
+        ):
+            text = await response.text()
+        for line in text.splitlines():
+            if line.startswith("webfront_snapshot_builds_total "):
+                return int(float(line.split()[1]))
+        raise FatalError(f"the bench {self.kind} server's /metrics has no snapshot builds")
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -136,7 +149,11 @@ async def serve_hello(port: int) -> None:
     await _serve(app, port, tune_process)  # tuned as the game server: the same runtime
 
 
-async def serve_game(port: int) -> None:
+async def serve_game(port: int, cached: bool = True) -> None:
+    """The web front; ``cached=False``: with both snapshot body caches off, so every full
+    snapshot is built (the "build" phase)."""
+    from dataclasses import replace
+
     from common.entrypoint import setup_logging
     from common.settings import load_settings
     from webfront.app import create_app
@@ -144,4 +161,7 @@ async def serve_game(port: int) -> None:
 
     settings = load_settings()
     setup_logging(settings.log_level)
-    await _serve(create_app(settings, config=bench_web_config()), port, tune_process)
+    config = bench_web_config()
+    if not cached:
+        config = replace(config, snapshot_cache_ttl_ms=0, local_cache_bodies=0)
+    await _serve(create_app(settings, config=config), port, tune_process)

@@ -62,6 +62,12 @@ def test_web_bench_produces_sane_figures(tmp_path: Path) -> None:
     assert set(by_phase["bare"]["statuses"]) == {"200"}
     assert set(by_phase["poll_304"]["statuses"]) == {"304"}  # the ETag path, not a full body
     assert set(by_phase["full"]["statuses"]) == {"200"}
+    # the build phase builds its answers (a poll that finds the build of its player's
+    # version in flight shares it: 4 connections, 3 players)
+    build = by_phase["build"]
+    assert set(build["statuses"]) == {"200"}
+    assert build["requests"] / 2 < build["builds"] <= build["requests"], build
+    assert by_phase["full"]["builds"] is None  # counted in the build phase only
     assert all(s.startswith(("2", "4")) for s in by_phase["commands"]["statuses"])
     assert "201" in by_phase["commands"]["statuses"] or "200" in by_phase["commands"]["statuses"]
     assert set(by_phase["refused"]["statuses"]) == {"409"}  # nothing to pay with
@@ -170,7 +176,11 @@ def test_web_bench_measures_the_command_ceiling_on_postgresql(tmp_path: Path) ->
     assert {"commands_ratio", "commands_p99", "refused_ratio", "refused_p99"} <= set(
         figures["targets_met"]
     )
-    assert "commands/ceiling" in proc.stdout
+    refused, build = by_phase["refused"], by_phase["build"]
+    assert figures["targets_met"]["refused_cpu"] == (
+        refused["server_cpu_us_per_request"] <= build["server_cpu_us_per_request"]
+    )
+    assert "commands/ceiling" in proc.stdout and "a snapshot build" in proc.stdout
 
 
 async def test_the_order_sweep_ends_queued_builds_with_their_events(
