@@ -33,6 +33,7 @@ from webfront import (
 )
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
+from webfront.connection_shelf import ConnectionShelf
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver, parse_networks
@@ -58,17 +59,24 @@ from webfront.state import (
     SESSION_FACTORY,
     SESSIONS,
     SETTINGS,
+    SHELF,
 )
 from webfront.static_files import INDEX, SDK_DIR, client_dir
 
 __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 
 
+# PostgreSQL connections per process; up to two thirds idle on the commands' shelf
+# (``webfront.connection_shelf``), so the rest (logins, reports, health) never waits for them
+_POOL = 30
+_KEPT_FOR_COMMANDS = _POOL * 2 // 3
+
+
 async def _resources(app: web.Application) -> AsyncIterator[None]:
     settings, config, clock = app[SETTINGS], app[CONFIG], app[CLOCK]
     # Every connection is kept: an overflow one is closed when returned, so under load the
     # pool would start a server process for each burst.
-    kept = {} if settings.is_sqlite else {"pool_size": 30, "max_overflow": 0}
+    kept = {} if settings.is_sqlite else {"pool_size": _POOL, "max_overflow": 0}
     engine = create_engine(settings, **kept)
     redis = await connect_redis(settings)  # a cluster client when Redis is a cluster
     local = LocalCache(
@@ -95,6 +103,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         local=local,
     )
     app[ENGINE] = engine
+    shelf = ConnectionShelf(engine, keep=0 if settings.is_sqlite else _KEPT_FOR_COMMANDS)
+    app[SHELF] = shelf
     app[REDIS] = redis  # type: ignore[misc]
     app[FAST_REDIS] = fast
     app[LOCAL_CACHE] = local
@@ -129,6 +139,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     )
     yield
     await app[snapshot.SNAPSHOTS].drain()
+    await shelf.close()
     pool.shutdown(wait=True)
     await fast.close()
     await redis.aclose()

@@ -58,6 +58,7 @@ from webfront.state import (
     LOCAL_CACHE,
     QUEUE,
     SETTINGS,
+    SHELF,
 )
 from webfront.validation import read_body
 
@@ -147,7 +148,7 @@ def command_handler(
         )
         key = idempotency.key_of(request)
         body = await read_body(request, route.body_model)
-        engine = app[ENGINE]
+        engine, shelf = app[ENGINE], app[SHELF]
         digest = idempotency.request_hash(full_path, body) if key else ""
         # A key is not looked up first: a repeat runs into the stored row's primary key
         # (or a rule the first run changed), rolls back and is answered from the row
@@ -162,7 +163,7 @@ def command_handler(
             try:
                 # a Core transaction: the game's statements go through ``tx.rows``/``read``
                 # and ``Stocks`` on it; a session is made only when the game asks for one
-                async with engine.connect() as conn, conn.begin():
+                async with shelf.connection() as conn, conn.begin():
                     tx = Tx(
                         None,
                         now,

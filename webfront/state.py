@@ -15,6 +15,7 @@ from common.queue import EventQueue, HandlerRegistry
 from common.settings import Settings
 from gameapi.game import Game
 from webfront.config import WebConfig
+from webfront.connection_shelf import ConnectionShelf
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver
@@ -32,6 +33,7 @@ REDIS = web.AppKey("redis", Redis)
 FAST_REDIS = web.AppKey("fast_redis", FastRedis)
 LOCAL_CACHE = web.AppKey("local_cache", LocalCache)
 SESSIONS = web.AppKey("sessions", SessionStore)
+SHELF = web.AppKey("shelf", ConnectionShelf)  # connections kept between commands
 LIMITER = web.AppKey("limiter", RateLimiter)
 HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
 IDS = web.AppKey("ids", IdGenerator)

@@ -1,0 +1,129 @@
+"""Connections kept between commands (``webfront.connection_shelf``), on PostgreSQL: reused
+without a pool checkout, never handed out closed, in a transaction or past ``keep``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from tests.waiting import wait_for
+from tests.web.conftest import RegisterFn
+from tests.web.helpers import set_wood
+from webfront.connection_shelf import ConnectionShelf
+from webfront.state import SHELF
+
+pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+
+
+def count_checkouts(engine: AsyncEngine) -> list[int]:
+    checkouts = [0]
+
+    def checkout(*_: Any) -> None:
+        checkouts[0] += 1
+
+    event.listen(engine.sync_engine.pool, "checkout", checkout)
+    return checkouts
+
+
+async def backend_pid(conn: AsyncConnection) -> int:
+    return int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def test_a_connection_is_kept_and_taken_again_without_the_pool(engine: AsyncEngine) -> None:
+    shelf = ConnectionShelf(engine, keep=2)
+    checkouts = count_checkouts(engine)
+    async with shelf.connection() as first, first.begin():
+        pid = await backend_pid(first)
+    async with shelf.connection() as second, second.begin():
+        assert second is first and await backend_pid(second) == pid
+    assert checkouts[0] == 1 and shelf.idle == [first]
+    await shelf.close()
+    assert shelf.idle == [] and engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def test_the_shelf_keeps_at_most_keep_and_the_rest_go_back(engine: AsyncEngine) -> None:
+    shelf = ConnectionShelf(engine, keep=2)
+    held = [await shelf._take() for _ in range(3)]
+    for conn in held:
+        await shelf._put_back(conn)
+    assert len(shelf.idle) == 2
+    assert engine.sync_engine.pool.checkedout() == 2  # type: ignore[attr-defined]
+    await shelf.close()
+
+
+async def test_a_connection_left_in_a_transaction_is_not_kept(engine: AsyncEngine) -> None:
+    shelf = ConnectionShelf(engine, keep=2)
+    async with shelf.connection() as conn:
+        await conn.begin()
+        await conn.execute(text("SELECT 1"))
+    assert shelf.idle == [] and conn.closed  # the pool rolled it back
+
+
+async def test_a_connection_in_a_failed_block_is_kept_once_its_transaction_ended(
+    engine: AsyncEngine,
+) -> None:
+    shelf = ConnectionShelf(engine, keep=2)
+    with pytest.raises(KeyError):
+        async with shelf.connection() as conn, conn.begin():
+            await conn.execute(text("SELECT 1"))
+            raise KeyError("a refusal")
+    assert shelf.idle == [conn] and not conn.in_transaction()
+    await shelf.close()
+
+
+async def test_a_connection_the_server_closed_is_not_handed_out(engine: AsyncEngine) -> None:
+    shelf = ConnectionShelf(engine, keep=2)
+    async with shelf.connection() as kept, kept.begin():
+        pid = await backend_pid(kept)
+    async with engine.connect() as other:  # a restart, as the kept connection sees it
+        await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    driver = kept.sync_connection.connection.dbapi_connection.driver_connection  # type: ignore[union-attr]
+    await wait_for(driver.is_closed, "asyncpg to see its connection closed")
+    async with shelf.connection() as fresh, fresh.begin():
+        assert fresh is not kept and await backend_pid(fresh) != pid
+    assert kept.closed and shelf.idle == [fresh]
+    await shelf.close()
+
+
+async def test_commands_run_on_after_the_server_dropped_the_kept_connections(
+    client: TestClient, register: RegisterFn, engine: AsyncEngine
+) -> None:
+    alice = await register("Alice")
+    await set_wood(engine, alice.village_id, 500)
+    body = {"village_id": alice.village_id, "wood": 10}
+    shelf = client.app[SHELF]
+    while len(shelf.idle) < 3:  # commands at once: each kept its connection
+        answers = await asyncio.gather(
+            *(client.post("/api/test/spend", json=body, headers=alice.auth) for _ in range(6))
+        )
+        assert {a.status for a in answers} == {200}
+    kept = list(shelf.idle)
+    async with engine.connect() as conn:  # a restart, as the kept connections see it
+        await conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
+    drivers = [c.sync_connection.connection.dbapi_connection.driver_connection for c in kept]  # type: ignore[union-attr]
+    await wait_for(lambda: all(d.is_closed() for d in drivers), "the kept connections closed")
+    for _ in range(3):
+        assert (await client.post("/api/test/spend", json=body, headers=alice.auth)).status == 200
+    assert not set(map(id, kept)) & set(map(id, shelf.idle))
+
+
+async def test_a_lost_connection_takes_the_idle_ones_back_to_the_pool(engine: AsyncEngine) -> None:
+    """A connection that died without asyncpg knowing fails on its first use: the others on
+    the shelf may be dead alike, so they go too (the pool renews its own likewise)."""
+    shelf = ConnectionShelf(engine, keep=3)
+    held = [await shelf._take() for _ in range(3)]
+    for conn in held:
+        await shelf._put_back(conn)
+    async with shelf.connection() as conn:
+        await conn.invalidate()  # what ``db.driver`` does with a connection found lost
+    assert shelf.idle == [] and engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]

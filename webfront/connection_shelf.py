@@ -1,0 +1,76 @@
+"""Database connections kept between commands, so a command does not check one out of the pool.
+
+A command's transaction runs on an ``AsyncConnection``. Taking one from SQLAlchemy's pool and
+giving it back crosses the greenlet bridge twice and runs the pool's checkout and checkin
+(events, reset); at a few hundred µs of web CPU per command that is a large share of a
+refusal, which makes no more than its reads. The shelf keeps up to ``keep`` connections
+checked out and idle between commands: a command takes one from it and puts it back, both
+plain list operations; only when the shelf is empty does it go to the pool.
+
+What the pool would have done at checkout is done here at take: a connection the server
+closed (a restart, an idle timeout; asyncpg knows without a round trip, as
+``db.engine._drop_closed`` asks) is let go and the next one taken. A connection invalidated
+meanwhile (a lost connection, ``db.driver``) goes back to the pool, which discards it, and
+takes the idle ones with it, as the pool renews all of its own when it sees one lost; one
+still in a transaction (it must not be: ``begin()``'s block ends it) goes back to be reset.
+``keep`` stays below the pool's size, so the pool always has connections for everything
+else (logins, reports, health checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+
+class ConnectionShelf:
+    def __init__(self, engine: AsyncEngine, keep: int) -> None:
+        self.engine = engine
+        self.keep = keep
+        self.idle: list[AsyncConnection] = []
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for one transaction; back on the shelf when the block ends."""
+        conn = await self._take()
+        try:
+            yield conn
+        except BaseException:
+            await self._put_back(conn)
+            raise
+        await self._put_back(conn)
+
+    async def _take(self) -> AsyncConnection:
+        while self.idle:
+            conn = self.idle.pop()
+            if _usable(conn):
+                return conn
+            await conn.close()  # back to the pool, which replaces it
+        return await self.engine.connect()
+
+    async def _put_back(self, conn: AsyncConnection) -> None:
+        if conn.invalidated:
+            # it was lost (``db.driver``): the others may be dead alike without knowing it,
+            # as the pool assumes of its own when it sees one lost
+            await self.close()
+        if len(self.idle) < self.keep and _usable(conn) and not conn.in_transaction():
+            self.idle.append(conn)
+        else:
+            await conn.close()
+
+    async def close(self) -> None:
+        """Give every idle connection back to the pool (before the engine is disposed)."""
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            await conn.close()
+
+
+def _usable(conn: AsyncConnection) -> bool:
+    if conn.closed or conn.invalidated:
+        return False
+    dbapi = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    driver = getattr(dbapi, "driver_connection", None)
+    is_closed = getattr(driver, "is_closed", None)  # asyncpg's; aiosqlite has none
+    return not (is_closed is not None and is_closed())
