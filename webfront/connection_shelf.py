@@ -3,9 +3,10 @@
 A command's transaction runs on an ``AsyncConnection``. Taking one from SQLAlchemy's pool and
 giving it back crosses the greenlet bridge twice and runs the pool's checkout and checkin
 (events, reset); at a few hundred µs of web CPU per command that is a large share of a
-refusal, which makes no more than its reads. The shelf keeps up to ``keep`` connections
-checked out and idle between commands: a command takes one from it and puts it back, both
-plain list operations; only when the shelf is empty does it go to the pool.
+refusal, which makes no more than its reads. Commands hold up to ``keep`` connections, kept
+checked out between them: a command takes an idle one from the shelf and puts it back, both
+plain list operations; only while fewer than ``keep`` exist does it go to the pool for one,
+and past ``keep`` it waits for one to come back.
 
 What the pool would have done at checkout is done here at take: a connection the server
 closed (a restart, an idle timeout; asyncpg knows without a round trip, as
@@ -14,11 +15,12 @@ meanwhile (a lost connection, ``db.driver``) goes back to the pool, which discar
 takes the idle ones with it, as the pool renews all of its own when it sees one lost; one
 still in a transaction (it must not be: ``begin()``'s block ends it) goes back to be reset.
 ``keep`` stays below the pool's size, so the pool always has connections for everything
-else (logins, reports, health checks).
+else (logins, reports, health checks). ``keep=0``: no shelf (each command checks one out).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -30,17 +32,23 @@ class ConnectionShelf:
         self.engine = engine
         self.keep = keep
         self.idle: list[AsyncConnection] = []
+        # Commands hold at most ``keep`` connections: one more waits here for one of them,
+        # not in the pool's queue, where a connection idle on the shelf would never reach it
+        self._slots = asyncio.Semaphore(keep)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """A connection for one transaction; back on the shelf when the block ends."""
-        conn = await self._take()
-        try:
-            yield conn
-        except BaseException:
-            await self._put_back(conn)
-            raise
-        await self._put_back(conn)
+        if not self.keep:  # no shelf: the pool's connection, as everywhere else
+            async with self.engine.connect() as conn:
+                yield conn
+            return
+        async with self._slots:
+            conn = await self._take()
+            try:
+                yield conn
+            finally:
+                await self._put_back(conn)
 
     async def _take(self) -> AsyncConnection:
         while self.idle:
@@ -55,7 +63,7 @@ class ConnectionShelf:
             # it was lost (``db.driver``): the others may be dead alike without knowing it,
             # as the pool assumes of its own when it sees one lost
             await self.close()
-        if len(self.idle) < self.keep and _usable(conn) and not conn.in_transaction():
+        if _usable(conn) and not conn.in_transaction():
             self.idle.append(conn)
         else:
             await conn.close()

@@ -46,14 +46,36 @@ async def test_a_connection_is_kept_and_taken_again_without_the_pool(engine: Asy
     assert shelf.idle == [] and engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
-async def test_the_shelf_keeps_at_most_keep_and_the_rest_go_back(engine: AsyncEngine) -> None:
+async def test_commands_hold_at_most_keep_connections_and_wait_for_one(
+    engine: AsyncEngine,
+) -> None:
     shelf = ConnectionShelf(engine, keep=2)
-    held = [await shelf._take() for _ in range(3)]
-    for conn in held:
-        await shelf._put_back(conn)
+    release = asyncio.Event()
+    held: list[AsyncConnection] = []
+
+    async def command() -> AsyncConnection:
+        async with shelf.connection() as conn:
+            held.append(conn)
+            await release.wait()
+            return conn
+
+    first = [asyncio.create_task(command()) for _ in range(2)]
+    await wait_for(lambda: len(held) == 2, "two commands holding connections")
+    third = asyncio.create_task(command())
+    for _ in range(5):  # it waits for a held one, not for the pool
+        await asyncio.sleep(0)
+    assert len(held) == 2 and engine.sync_engine.pool.checkedout() == 2  # type: ignore[attr-defined]
+    release.set()
+    assert await third in await asyncio.gather(*first)  # it got one of theirs
     assert len(shelf.idle) == 2
-    assert engine.sync_engine.pool.checkedout() == 2  # type: ignore[attr-defined]
     await shelf.close()
+
+
+async def test_without_a_shelf_each_command_checks_one_out(engine: AsyncEngine) -> None:
+    shelf = ConnectionShelf(engine, keep=0)
+    async with shelf.connection() as conn, conn.begin():
+        await conn.execute(text("SELECT 1"))
+    assert conn.closed and shelf.idle == []
 
 
 async def test_a_connection_left_in_a_transaction_is_not_kept(engine: AsyncEngine) -> None:
@@ -121,8 +143,7 @@ async def test_a_lost_connection_takes_the_idle_ones_back_to_the_pool(engine: As
     """A connection that died without asyncpg knowing fails on its first use: the others on
     the shelf may be dead alike, so they go too (the pool renews its own likewise)."""
     shelf = ConnectionShelf(engine, keep=3)
-    held = [await shelf._take() for _ in range(3)]
-    for conn in held:
+    for conn in [await shelf._take() for _ in range(3)]:
         await shelf._put_back(conn)
     async with shelf.connection() as conn:
         await conn.invalidate()  # what ``db.driver`` does with a connection found lost
