@@ -2,8 +2,9 @@
 
 Everything runs in separate processes so the load generator does not share an
 event loop with a server: the web server (``python -m bench.web serve``, the
-real ``webfront.app.create_app`` with bench limits), the ceiling
-(``python -m bench.web hello``, a bare aiohttp handler) and the load
+real ``webfront.app.create_app`` with bench limits; ``serve-uncached``: the same with
+its snapshot body caches off, which the build phase measures a snapshot build on), the
+ceiling (``python -m bench.web hello``, a bare aiohttp handler) and the load
 generator (``wrk`` with a generated Lua script, or ``python -m bench.web
 load``, an aiohttp client, when wrk is not installed).
 
