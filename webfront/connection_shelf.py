@@ -14,6 +14,8 @@ closed (a restart, an idle timeout; asyncpg knows without a round trip, as
 meanwhile (a lost connection, ``db.driver``) goes back to the pool, which discards it, and
 takes the idle ones with it, as the pool renews all of its own when it sees one lost; one
 still in a transaction (it must not be: ``begin()``'s block ends it) goes back to be reset.
+A command cancelled in the middle of a statement is not kept either: asyncpg closes a
+connection whose statement was cancelled, which the checks above see.
 ``keep`` stays below the pool's size, so the pool always has connections for everything
 else (logins, reports, health checks). ``keep=0``: no shelf (each command checks one out).
 """

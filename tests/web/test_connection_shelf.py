@@ -148,3 +148,25 @@ async def test_a_lost_connection_takes_the_idle_ones_back_to_the_pool(engine: As
     async with shelf.connection() as conn:
         await conn.invalidate()  # what ``db.driver`` does with a connection found lost
     assert shelf.idle == [] and engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+async def test_a_connection_whose_command_was_cancelled_is_not_kept(engine: AsyncEngine) -> None:
+    shelf = ConnectionShelf(engine, keep=2)
+    started = asyncio.Event()
+    held: list[AsyncConnection] = []
+
+    async def command() -> None:
+        async with shelf.connection() as conn, conn.begin():
+            held.append(conn)
+            started.set()
+            await conn.execute(text("SELECT pg_sleep(30)"))
+
+    task = asyncio.create_task(command())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert shelf.idle == [] and held[0].closed
+    async with shelf.connection() as conn, conn.begin():  # the next one works
+        assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+    await shelf.close()
