@@ -16,6 +16,7 @@ from common.node_lease import NodeLease
 from common.queue import EventQueue
 from common.redis_conn import connect_redis
 from common.settings import Settings
+from db.connection_shelf import ConnectionShelf
 from db.engine import create_engine, session_factory
 from gameapi.loading import handler_registry, load_game
 from webfront import (
@@ -33,7 +34,6 @@ from webfront import (
 )
 from webfront.commands import endpoints_for
 from webfront.config import WebConfig
-from webfront.connection_shelf import ConnectionShelf
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver, parse_networks
@@ -67,7 +67,7 @@ __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 
 
 # PostgreSQL connections per process; up to two thirds idle on the commands' shelf
-# (``webfront.connection_shelf``), so the rest (logins, reports, health) never waits for them
+# (``db.connection_shelf``), so the rest (logins, reports, health) never waits for them
 _POOL = 30
 _KEPT_FOR_COMMANDS = _POOL * 2 // 3
 

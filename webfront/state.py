@@ -13,9 +13,9 @@ from common.fastredis import FastRedis
 from common.ids import IdGenerator
 from common.queue import EventQueue, HandlerRegistry
 from common.settings import Settings
+from db.connection_shelf import ConnectionShelf
 from gameapi.game import Game
 from webfront.config import WebConfig
-from webfront.connection_shelf import ConnectionShelf
 from webfront.localcache import LocalCache
 from webfront.metrics import Metrics
 from webfront.proxies import ClientResolver

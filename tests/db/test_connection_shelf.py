@@ -1,4 +1,4 @@
-"""Connections kept between commands (``webfront.connection_shelf``), on PostgreSQL: reused
+"""Connections kept between transactions (``db.connection_shelf``), on PostgreSQL: reused
 without a pool checkout, never handed out closed, in a transaction or past ``keep``."""
 
 from __future__ import annotations
@@ -7,15 +7,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from db.connection_shelf import ConnectionShelf
 from tests.waiting import wait_for
-from tests.web.conftest import RegisterFn
-from tests.web.helpers import set_wood
-from webfront.connection_shelf import ConnectionShelf
-from webfront.state import SHELF
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -110,33 +106,6 @@ async def test_a_connection_the_server_closed_is_not_handed_out(engine: AsyncEng
         assert fresh is not kept and await backend_pid(fresh) != pid
     assert kept.closed and shelf.idle == [fresh]
     await shelf.close()
-
-
-async def test_commands_run_on_after_the_server_dropped_the_kept_connections(
-    client: TestClient, register: RegisterFn, engine: AsyncEngine
-) -> None:
-    alice = await register("Alice")
-    await set_wood(engine, alice.village_id, 500)
-    body = {"village_id": alice.village_id, "wood": 10}
-    shelf = client.app[SHELF]
-    while len(shelf.idle) < 3:  # commands at once: each kept its connection
-        answers = await asyncio.gather(
-            *(client.post("/api/test/spend", json=body, headers=alice.auth) for _ in range(6))
-        )
-        assert {a.status for a in answers} == {200}
-    kept = list(shelf.idle)
-    async with engine.connect() as conn:  # a restart, as the kept connections see it
-        await conn.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        )
-    drivers = [c.sync_connection.connection.dbapi_connection.driver_connection for c in kept]  # type: ignore[union-attr]
-    await wait_for(lambda: all(d.is_closed() for d in drivers), "the kept connections closed")
-    for _ in range(3):
-        assert (await client.post("/api/test/spend", json=body, headers=alice.auth)).status == 200
-    assert not set(map(id, kept)) & set(map(id, shelf.idle))
 
 
 async def test_a_lost_connection_takes_the_idle_ones_back_to_the_pool(engine: AsyncEngine) -> None:

@@ -1,12 +1,14 @@
-"""Database connections kept between commands, so a command does not check one out of the pool.
+"""Database connections kept between transactions, so each does not check one out of the pool.
 
-A command's transaction runs on an ``AsyncConnection``. Taking one from SQLAlchemy's pool and
-giving it back crosses the greenlet bridge twice and runs the pool's checkout and checkin
-(events, reset); at a few hundred µs of web CPU per command that is a large share of a
-refusal, which makes no more than its reads. Commands hold up to ``keep`` connections, kept
-checked out between them: a command takes an idle one from the shelf and puts it back, both
-plain list operations; only while fewer than ``keep`` exist does it go to the pool for one,
-and past ``keep`` it waits for one to come back.
+A web command's transaction, or a task-server batch's order check and transaction, runs on
+an ``AsyncConnection``. Taking one from SQLAlchemy's pool and giving it back crosses the
+greenlet bridge twice and runs the pool's checkout and checkin (events, reset): at a few
+hundred µs of CPU per command that was a quarter of a refusal, which makes no more than its
+reads. Users hold up to ``keep`` connections, kept checked out between their transactions:
+one takes an idle connection from the shelf and puts it back, both plain list operations;
+only while fewer than ``keep`` exist does it go to the pool for one, and past ``keep`` it
+waits for one to come back. (The web tier keeps 20 for its commands; each partition worker
+of the task server keeps 1.)
 
 What the pool would have done at checkout is done here at take: a connection the server
 closed (a restart, an idle timeout; asyncpg knows without a round trip, as
@@ -14,10 +16,10 @@ closed (a restart, an idle timeout; asyncpg knows without a round trip, as
 meanwhile (a lost connection, ``db.driver``) goes back to the pool, which discards it, and
 takes the idle ones with it, as the pool renews all of its own when it sees one lost; one
 still in a transaction (it must not be: ``begin()``'s block ends it) goes back to be reset.
-A command cancelled in the middle of a statement is not kept either: asyncpg closes a
-connection whose statement was cancelled, which the checks above see.
+A transaction cancelled in the middle of a statement leaves nothing on the shelf either:
+asyncpg closes a connection whose statement was cancelled, which the checks above see.
 ``keep`` stays below the pool's size, so the pool always has connections for everything
-else (logins, reports, health checks). ``keep=0``: no shelf (each command checks one out).
+else (logins, reports, health checks, jobs). ``keep=0``: no shelf (a checkout each time).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class ConnectionShelf:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for one transaction; back on the shelf when the block ends."""
+        """A connection for one transaction (or reads); back on the shelf when the block ends."""
         if not self.keep:  # no shelf: the pool's connection, as everywhere else
             async with self.engine.connect() as conn:
                 yield conn
