@@ -8,8 +8,8 @@ import logging
 import math
 import operator
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,6 @@ from common.queue.tx import Tx, WorldShape
 from common.queue.work import Committed
 from common.snapshot_versions import ScriptRunner
 from db import events as pending
-from db.connection_shelf import ConnectionShelf
 from db.engine import bound_engine, is_database_outage, is_transaction_conflict
 from db.stock import Stocks
 from gameserver.config import TaskServerConfig
@@ -167,30 +166,12 @@ class PartitionWorker:
         # on SQLite the order check of each batch reads without aiosqlite's thread
         self._reader = SqliteReader.for_sessions(sessions)
         self._engine = bound_engine(sessions)
-        # on PostgreSQL a batch's order check and its transactions run on one connection
-        # kept between batches: no pool checkout and checkin for each
-        engine = self._engine
-        kept = engine is not None and engine.dialect.name == "postgresql"
-        self._shelf = ConnectionShelf(engine, keep=1) if engine is not None and kept else None
 
     def _connect(self) -> AbstractAsyncContextManager[AsyncSession | AsyncConnection]:
-        """A connection for reads outside a transaction: the kept one, the engine's, or
-        (sessions bound otherwise) a session."""
+        """A connection for reads outside a transaction: the engine's, or (sessions bound
+        otherwise) a session."""
         assert self.sessions is not None
-        if self._shelf is not None:
-            return self._shelf.connection()
         return self._engine.connect() if self._engine is not None else self.sessions()
-
-    @asynccontextmanager
-    async def _session(self) -> AsyncIterator[AsyncSession]:
-        """A session for one transaction of the batch (on the kept connection, if any)."""
-        assert self.sessions is not None
-        if self._shelf is None:
-            async with self.sessions() as session:
-                yield session
-            return
-        async with self._shelf.connection() as conn, self.sessions(bind=conn) as session:
-            yield session
 
     def stop(self) -> None:
         """Finish the batch in hand, hand back a prefetched one, and return from ``run``."""
@@ -311,8 +292,6 @@ class PartitionWorker:
                 await line.close()
                 if self._reader is not None:
                     self._reader.close()
-                if self._shelf is not None:
-                    await self._shelf.close()
 
     def _report_buried(self, buried: list[tuple[bytes, str]]) -> None:
         for member, reason in buried:
@@ -576,7 +555,7 @@ class PartitionWorker:
         if self.sessions is None:
             raise RuntimeError("durable events need a database; this worker has none")
         now = self.queue.clock.now_ms()
-        async with self._session() as session, session.begin():
+        async with self.sessions() as session, session.begin():
             run, deferred = await durable.take_events(session, group, now)
             tx = self._tx(session, now)
             follow: list[Event] = []
