@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.amounts import SCALE
@@ -80,3 +80,15 @@ async def set_wood(engine: AsyncEngine, village_id: int, units: int) -> None:
 
 def json_body(**fields: Any) -> dict[str, Any]:
     return fields
+
+
+async def drop_other_connections(engine: AsyncEngine) -> None:
+    """Terminate every other connection to the test's database: a restart, as the
+    connections pooled or kept by the app see it."""
+    async with engine.connect() as conn:
+        await conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )

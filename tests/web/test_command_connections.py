@@ -6,12 +6,11 @@ import asyncio
 
 import pytest
 from aiohttp.test_utils import TestClient
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.waiting import wait_for
 from tests.web.conftest import RegisterFn
-from tests.web.helpers import set_wood
+from tests.web.helpers import drop_other_connections, set_wood
 from webfront.state import SHELF
 
 
@@ -29,13 +28,7 @@ async def test_commands_run_on_after_the_server_dropped_the_kept_connections(
         )
         assert {a.status for a in answers} == {200}
     kept = list(shelf.idle)
-    async with engine.connect() as conn:  # a restart, as the kept connections see it
-        await conn.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        )
+    await drop_other_connections(engine)  # a restart
     drivers = [c.sync_connection.connection.dbapi_connection.driver_connection for c in kept]  # type: ignore[union-attr]
     await wait_for(lambda: all(d.is_closed() for d in drivers), "the kept connections closed")
     for _ in range(3):

@@ -18,6 +18,7 @@ from common.snapshot_versions import bump_versions
 from db.models import Village
 from tests.waiting import wait_for
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
+from tests.web.helpers import drop_other_connections
 from webfront import keys, snapshot_reads
 from webfront.snapshot import SNAPSHOTS, SnapshotService
 
@@ -226,17 +227,9 @@ async def test_a_connection_dropped_in_the_pool_is_replaced_once(
     client: TestClient, register: RegisterFn, engine: AsyncEngine, redis: Redis,
     web_settings: Settings, clock: ManualClock,
 ) -> None:  # fmt: skip
-    from sqlalchemy import text
-
     alice = await register("Alice")
     assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
-    async with engine.connect() as conn:  # a restart, as the pooled connections see it
-        await conn.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        )
+    await drop_other_connections(engine)  # a restart
     await clock.advance(1)
     await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
     for _ in range(3):
