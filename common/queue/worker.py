@@ -16,6 +16,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
+from common.clock import Wake
 from common.queue import codec, durable
 from common.queue.claims import ClaimLine
 from common.queue.eventqueue import EventQueue, check_new_event
@@ -145,7 +146,7 @@ class PartitionWorker:
         self.may_run = may_run or (lambda: True)  # False: claim nothing for now (clock skew)
         self.paused = False
         self.burst = burst
-        self.wake = asyncio.Event()
+        self.wake = Wake()  # news of an earlier event; ends a sleep without a timeout's raise
         self.wake_before = math.inf  # while sleeping: news of an event due before this wakes us
         self.drained = asyncio.Event()  # burst mode: nothing due is left
         self._stopping = False
