@@ -30,9 +30,11 @@ class TaskServerConfig:
     min_claim_interval_ms: int = 5  # a partition with events flowing in is claimed this often
     # A claim also takes the events due within this many ms and the worker runs each at
     # its due time: under a steady flow the claims come ahead of time and fill up like a
-    # backlog's, instead of each returning the few events that came due since the last one.
-    # 0: claim only what is due. Keep it far below the game's lookahead (``set_lookahead``).
-    claim_ahead_ms: int = 20
+    # backlog's, instead of each returning the few events that came due since the last one:
+    # a claim's fixed cost (its round trip, the batch's order check, the ack) is paid once
+    # per this many ms per busy partition, however few events it carries. 0: claim only
+    # what is due. Keep it far below the game's lookahead (``set_lookahead``).
+    claim_ahead_ms: int = 50
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS
