@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 
 class Sleeper(Protocol):
-    wake: asyncio.Event
+    @property
+    def wake(self) -> asyncio.Event: ...
+
     wake_before: float  # ms; math.inf while not sleeping
 
 
