@@ -158,6 +158,8 @@ def web(
                    "dispatch rate]")  # fmt: skip
 @click.option("--steady-seconds", type=click.FloatRange(0, 3600), default=10, show_default=True,
               help="length of the steady load (0: skip the lateness run)")  # fmt: skip
+@click.option("--warmup-seconds", type=click.FloatRange(0, 600), default=2, show_default=True,
+              help="the same steady load before the measured one, reported apart")  # fmt: skip
 @click.option(
     "--handlers", type=click.Choice(["noop", "game"]), default="noop", show_default=True,
     help="game: real events of the game GAME names (its Game.bench workload)",
@@ -191,6 +193,7 @@ def queue(
     batch: int,
     rate: float | None,
     steady_seconds: float,
+    warmup_seconds: float,
     handlers: str,
     villages: int,
     processes: int,
@@ -217,7 +220,8 @@ def queue(
         else:
             await q.noop_bench(
                 events=events or 1_000_000, partitions=partitions, batch=batch, rate=rate,
-                steady_seconds=steady_seconds, redis_url=redis_url, prefix=prefix,
+                steady_seconds=steady_seconds, warmup_seconds=warmup_seconds,
+                redis_url=redis_url, prefix=prefix,
                 db_name=db_name, out=out, vs_arq=vs == "arq", arq_python=arq_python,
                 arq_events=arq_events,
             )  # fmt: skip

@@ -166,10 +166,12 @@ def queue_rows(r: Result) -> list[Row]:
     ]
     if "steady" in r.data:
         lat = r.get("steady.lateness_ms")
+        warmup = r.data["steady"].get("warmup_s")  # newer runs measure after a warm-up
         rows.append(
             (
                 f"queue: lateness at a steady {_rate(r.get('steady.rate_per_s'))} events/s "
-                f"for {r.get('steady.seconds'):g} s",
+                f"for {r.get('steady.seconds'):g} s"
+                + (f", after {warmup:g} s of the same flow" if warmup else ""),
                 f"p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms",
                 "—",  # lateness has no bare counterpart
                 "—",

@@ -35,6 +35,7 @@ async def noop_bench(
     batch: int,
     rate: float | None,
     steady_seconds: float,
+    warmup_seconds: float = 2.0,
     redis_url: str,
     prefix: str,
     db_name: str,
@@ -103,7 +104,7 @@ async def noop_bench(
         if steady_seconds > 0:
             steady = await steady_load(
                 settings, redis, prefix, partitions, batch, steady_rate, steady_seconds,
-                Rates(events, schedule_s).per_s,
+                Rates(events, schedule_s).per_s, warmup_seconds,
             )  # fmt: skip
     finally:
         with contextlib.suppress(Exception):
@@ -196,7 +197,8 @@ def _print_noop(summary: dict[str, Any], steady: Steady | None) -> None:
     if steady is not None:
         lat = steady.lateness()
         report.print_table(
-            f"lateness at {steady.rate:,.0f} events/s for {steady.seconds:.0f} s "
+            f"lateness at {steady.rate:,.0f} events/s for {steady.seconds:.0f} s after "
+            f"{steady.warmup_s:g} s of warm-up "
             f"({steady.rate / max(summary['dispatch_per_s'], 1e-9):.0%} of the dispatch rate), ms",
             [[f"{steady.events:,}", *(f"{lat[k]:.1f}" for k in ("p50", "p90", "p99", "max"))]],
             ["events", "p50", "p90", "p99", "max"],
@@ -208,6 +210,11 @@ def _print_noop(summary: dict[str, Any], steady: Steady | None) -> None:
             f"CPU {summary['steady']['cpu_us_per_event']:.2f} µs per event (the drain: "
             f"{summary['dispatch_cpu_us_per_event']:.2f})"
         )
+        if steady.warmup_s:
+            warm = summary["steady"]["warmup_lateness_ms"]
+            report.console.print(
+                f"the warm-up (not measured): p99 {warm['p99']:.1f} ms, max {warm['max']:.1f} ms"
+            )
     arq = summary.get("arq")
     if arq:
         lat = arq["lateness_ms"]

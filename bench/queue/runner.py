@@ -22,8 +22,6 @@ class Recorder:
     """What the bench handler saw: lateness per event, first start and last end."""
 
     expected: int
-    lateness_ms: array.array[float] = field(default_factory=lambda: array.array("d"))
-    due_ms: array.array[int] = field(default_factory=lambda: array.array("q"))  # same order
     keep_due: bool = False  # record due times too (the steady run plots lateness over time)
     handled: int = 0
     ready_at: float | None = None  # when the task server's workers started
@@ -34,6 +32,43 @@ class Recorder:
     failed_calls: int = 0  # handler calls that raised or were cancelled (e.g. timed out)
     failed_events: int = 0  # their events: the worker re-runs them one by one
     slowest_call_s: float = 0.0
+    recorded: int = 0  # entries written to the arrays below (redeliveries count again)
+
+    def __post_init__(self) -> None:
+        # Allocated and written to for every expected event before the task server runs:
+        # arrays grown under the measured flow would take fresh pages from the kernel as
+        # they fill (one every 512 events), and on a virtual machine a page the host has
+        # not backed yet can stall the process, a stall the bench would charge to the
+        # task server as lateness.
+        self._lateness = array.array("d", bytes(8 * self.expected))
+        self._due = array.array("q", bytes(8 * self.expected if self.keep_due else 0))
+
+    @property
+    def lateness_ms(self) -> array.array[float]:
+        """Handler start - due time per event run, in the order they ran."""
+        return self._lateness[: self.recorded]
+
+    @property
+    def due_ms(self) -> array.array[int]:
+        """Due time per event run, in the same order (``keep_due``)."""
+        return self._due[: self.recorded] if self.keep_due else array.array("q")
+
+    def _record(self, now_ms: float, events: list[Any]) -> None:
+        start, end = self.recorded, self.recorded + len(events)
+        late = array.array("d", [now_ms - e.due_ms for e in events])
+        if end <= len(self._lateness):
+            self._lateness[start:end] = late
+        else:  # more runs than expected (redeliveries): past the arrays' end
+            del self._lateness[start:]
+            self._lateness.extend(late)
+        if self.keep_due:
+            due = array.array("q", [e.due_ms for e in events])
+            if end <= len(self._due):
+                self._due[start:end] = due
+            else:
+                del self._due[start:]
+                self._due.extend(due)
+        self.recorded = end
 
     def window_s(self) -> float:
         """From the workers' start (or the first handler call) to the last handler's end."""
@@ -46,9 +81,7 @@ class Recorder:
             now_ms = time.time() * 1000
             if started < self.first_start:
                 self.first_start = started
-            self.lateness_ms.extend([now_ms - e.due_ms for e in events])
-            if self.keep_due:
-                self.due_ms.extend([e.due_ms for e in events])
+            self._record(now_ms, events)
             if handler is not None:
                 try:
                     await handler(ctx, events)
