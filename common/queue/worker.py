@@ -89,6 +89,12 @@ def is_unavailable(exc: BaseException) -> bool:
     return is_database_outage(exc) or is_transaction_conflict(exc)
 
 
+def _last_durable(events: list[Event]) -> int:
+    """The index of the last durable event in ``events``; -1: none is."""
+    flags = list(map(_is_durable, events))
+    return len(flags) - 1 - flags[::-1].index(True) if True in flags else -1
+
+
 def _failure_kind(exc: BaseException) -> str:
     return "timeout" if isinstance(exc, TimeoutError) else "error"
 
@@ -361,6 +367,7 @@ class PartitionWorker:
         # The order is checked right before the first events run, not when they are
         # claimed ahead: a check then would have to be made again once they are due.
         unchecked = self.sessions is not None
+        last_durable: int | None = None  # found at the first wait, not rescanned at each
         while i < len(events):
             now = clock.now_ms()
             if at(events[i]) > now:  # claimed ahead (``claim_ahead_ms``): not due yet
@@ -369,14 +376,16 @@ class PartitionWorker:
                     break
                 # durable events committed since the claim, which Redis may not know yet,
                 # may come before the durable ones left
-                unchecked = unchecked or (
-                    self.sessions is not None and any(map(_is_durable, events[i:]))
-                )
+                if not unchecked and self.sessions is not None:
+                    if last_durable is None:
+                        last_durable = _last_durable(events)
+                    unchecked = last_durable >= i
                 continue
             if unchecked:
                 unchecked = False
                 events[i:], held = await self._in_order(events[i:])
                 out.held.extend(held)
+                last_durable = None  # the list changed
                 continue  # look again: some may have been held back
             step = now + self.config.min_claim_interval_ms
             kind = events[i].kind

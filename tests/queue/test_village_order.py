@@ -184,3 +184,31 @@ async def test_a_batch_claimed_ahead_checks_its_order_once(
     await clock.advance(100)
     await eventually(lambda: _ran(seen, 3))
     assert len(checks) == 1
+
+
+async def test_durable_events_left_after_a_step_are_checked_again_when_due(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    """A batch claimed ahead runs in steps: after its first step ran, an earlier event of
+    the village of one left waiting (committed meanwhile, not indexed) still runs first."""
+    seen: list[int] = []
+    async with sessions() as session, session.begin():
+        first, later = await add_durable_events(
+            session, [NewEvent(KIND, 4, START_MS + 20), NewEvent(KIND, 0, START_MS + 80)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    await queue.index([first, later])
+    workers.start(queue, _recording(seen), 0, sessions=sessions, claim_ahead_ms=100)
+    await eventually(lambda: _claimed_ahead(queue, clock, 2))
+    await clock.advance(20)
+    await eventually(lambda: _ran(seen, 1))
+    async with sessions() as session, session.begin():
+        [earlier] = await add_durable_events(
+            session, [NewEvent(KIND, 0, START_MS + 50)], clock=clock, ids=queue.ids
+        )
+    await clock.advance(80)
+    await eventually(lambda: _ran(seen, 3))
+    assert seen == [first.id, earlier.id, later.id]
