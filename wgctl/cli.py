@@ -16,7 +16,7 @@ from common.errors import FatalError
 from common.redis_conn import check_redis, create_redis
 from common.settings import Settings
 from db.engine import check_database, create_engine
-from db.migrate import current_revision, head_revision, upgrade
+from db.migrate import current_revision, head_revision, require_current, upgrade
 from db.models import Player, ScheduledEvent, Village
 from db.worldgen import generate_world
 from gameapi.game import PlaceTemplate
@@ -96,6 +96,7 @@ def worldgen(players: int, villages_per_player: int, seed: int | None) -> None:
         engine = create_engine(settings)
         try:
             await check_database(engine)
+            await require_current(engine, settings)
             started = time.perf_counter()
             try:
                 summary = await generate_world(
@@ -190,6 +191,7 @@ def operator_create(name: str, password_stdin: bool) -> None:
         engine = create_engine(settings)
         try:
             await check_database(engine)
+            await require_current(engine, settings)
             try:
                 operator_id = await create_operator(
                     engine, name, password_hash, int(time.time() * 1000)
@@ -214,6 +216,7 @@ def operator_list() -> None:
         engine = create_engine(settings)
         try:
             await check_database(engine)
+            await require_current(engine, settings)
             rows = await list_operators(engine)
         finally:
             await engine.dispose()

@@ -25,7 +25,8 @@ from common.queue.eventqueue import EventQueue
 from common.queue.events import PartitionStats
 from common.redis_conn import connect_redis
 from common.settings import Settings, load_settings
-from db.engine import create_engine, session_factory
+from db.engine import check_database, create_engine, session_factory
+from db.migrate import require_current
 
 T = TypeVar("T")
 
@@ -147,6 +148,9 @@ def dead(ctx: click.Context, partition: int | None, limit: int) -> None:
 async def _sessions(settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
     engine = create_engine(settings)
     try:
+        # one line, not a traceback, when the database is out of reach or without the schema
+        await check_database(engine)
+        await require_current(engine, settings)
         yield session_factory(engine)
     finally:
         await engine.dispose()

@@ -63,6 +63,26 @@ def test_missing_migration_is_reported(tmp_path: Path) -> None:
     assert "wgctl migrate" in one_error_line(proc)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["wgctl", "worldgen", "--players", "3"],
+        ["wgctl", "operator", "list"],
+        ["wgctl", "queue", "dead"],
+        ["wgctl", "queue", "requeue", "--all"],
+        ["wgctl", "queue", "drop", "--all", "--yes"],
+    ],
+)
+def test_commands_on_the_world_before_migrate_say_so(command: list[str], tmp_path: Path) -> None:
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path}/new.db",
+        "REDIS_PREFIX": f"wgtest_{tmp_path.name}",
+    }
+    proc = run(command, env)
+    assert proc.returncode == 4
+    assert "has no schema" in one_error_line(proc) and "wgctl migrate" in one_error_line(proc)
+
+
 def test_migrate_then_check_passes(tmp_path: Path) -> None:
     env = {"DATABASE_URL": f"sqlite:///{tmp_path}/new.db"}
     assert run(["wgctl", "migrate"], env).returncode == 0
