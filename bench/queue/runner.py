@@ -40,8 +40,8 @@ class Recorder:
         # they fill (one every 512 events), and on a virtual machine a page the host has
         # not backed yet can stall the process, a stall the bench would charge to the
         # task server as lateness.
-        self._lateness = array.array("d", bytes(8 * self.expected))
-        self._due = array.array("q", bytes(8 * self.expected if self.keep_due else 0))
+        self._lateness = array.array("d", [0.0]) * self.expected
+        self._due = array.array("q", [0]) * (self.expected if self.keep_due else 0)
 
     @property
     def lateness_ms(self) -> array.array[float]:
