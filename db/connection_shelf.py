@@ -11,8 +11,8 @@ to the pool for one, and past ``keep`` it waits for one to come back. (The web t
 server CPU per event did not change measurably; its batches' cost lies elsewhere.)
 
 What the pool would have done at checkout is done here at take: a connection the server
-closed (a restart, an idle timeout; asyncpg knows without a round trip, as
-``db.engine._drop_closed`` asks) is let go and the next one taken. A connection invalidated
+closed (a restart, an idle timeout; ``db.engine.closed_by_server``, as the pool's checkout
+asks) is let go and the next one taken. A connection invalidated
 meanwhile (a lost connection, ``db.driver``) goes back to the pool, which discards it, and
 takes the idle ones with it, as the pool renews all of its own when it sees one lost; one
 still in a transaction (it must not be: ``begin()``'s block ends it) goes back to be reset.
@@ -29,6 +29,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from db.engine import closed_by_server
 
 
 class ConnectionShelf:
@@ -83,6 +85,4 @@ def _usable(conn: AsyncConnection) -> bool:
     if conn.closed or conn.invalidated:
         return False
     dbapi = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
-    driver = getattr(dbapi, "driver_connection", None)
-    is_closed = getattr(driver, "is_closed", None)  # asyncpg's; aiosqlite has none
-    return not (is_closed is not None and is_closed())
+    return not closed_by_server(dbapi)

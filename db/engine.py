@@ -38,13 +38,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def closed_by_server(dbapi_connection: Any) -> bool:
+    """Whether the server closed this connection (a restart, an idle timeout), as its driver
+    knows without a round trip: asyncpg does; a driver that cannot tell says False."""
+    is_closed = getattr(getattr(dbapi_connection, "driver_connection", None), "is_closed", None)
+    return bool(is_closed is not None and is_closed())
+
+
 def _drop_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    # A connection the server closed (a restart, an idle timeout) is known closed to asyncpg
-    # without a round trip: the pool replaces it instead of handing it out. This is why the
-    # pool has no pre-ping, which costs three round trips per checkout (BEGIN, ping,
+    # A connection the server closed is replaced by the pool instead of handed out. This is
+    # why the pool has no pre-ping, which costs three round trips per checkout (BEGIN, ping,
     # ROLLBACK); what this misses (a connection that died silently) fails as an outage,
     # which callers retry (a command once, a batch returns to due) or answer 503.
-    if dbapi_connection.driver_connection.is_closed():
+    if closed_by_server(dbapi_connection):
         raise DisconnectionError("the server closed this connection")
 
 
