@@ -6,6 +6,7 @@ import asyncio
 import gc
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from redis.asyncio import Redis
@@ -35,8 +36,10 @@ class Steady:
     window_from_ms: int = 0  # due time of the first measured event
     cpu_s: float = 0.0  # process CPU (all threads) through the measured window
 
+    @cached_property
     def _split(self) -> tuple[Any, Any, Any]:
-        """(due, lateness) of the measured events, and the lateness of the warm-up's."""
+        """(due, lateness) of the measured events, and the lateness of the warm-up's: read
+        once the run is over (each read copies the recorder's arrays)."""
         import numpy as np
 
         due = np.frombuffer(self.recorder.due_ms, dtype=np.int64)
@@ -46,13 +49,13 @@ class Steady:
 
     def handled(self) -> int:
         """Measured events run (a redelivered one counts again)."""
-        return len(self._split()[1])
+        return len(self._split[1])
 
     def lateness(self) -> dict[str, float]:
-        return lateness_percentiles(self._split()[1].tolist())
+        return lateness_percentiles(self._split[1].tolist())
 
     def warmup_lateness(self) -> dict[str, float]:
-        return lateness_percentiles(self._split()[2].tolist())
+        return lateness_percentiles(self._split[2].tolist())
 
     def backlog_ms(self) -> tuple[float, float]:
         """Median lateness of the first and of the last tenth of the measured events by
@@ -63,7 +66,7 @@ class Steady:
         """
         import numpy as np
 
-        due, late, _ = self._split()
+        due, late, _ = self._split
         if len(due) < 20:
             return 0.0, 0.0
         ordered = late[np.argsort(due, kind="stable")]
@@ -99,7 +102,7 @@ class Steady:
         }
 
     def draw(self, ax: Any, capacity: float) -> None:
-        values = self._split()[1].tolist()
+        values = self._split[1].tolist()
         lat = self.lateness()
         top = max(1.0, lat["max"])
         ax.hist(values, bins=100, range=(min(0.0, min(values, default=0.0)), top), log=True)
