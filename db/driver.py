@@ -24,7 +24,8 @@ and ``FAST_PATH`` is off (everything runs through the session) when they are mis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from itertools import groupby
 from typing import Any
 
@@ -38,6 +39,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ValuesBase
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.visitors import replacement_traverse
+from sqlalchemy.util.concurrency import greenlet_spawn
 
 Rows = Sequence[Sequence[Any]]
 
@@ -157,6 +159,42 @@ async def _connection_of(session: AsyncSession) -> AsyncConnection:
 
 def _fast(conn: AsyncConnection) -> bool:
     return FAST_PATH and conn.dialect.driver == "asyncpg"
+
+
+@asynccontextmanager
+async def transaction(conn: AsyncConnection) -> AsyncIterator[None]:
+    """``async with conn.begin()``, committed when the block ends and rolled back when it
+    raises, without SQLAlchemy's greenlet bridge where the driver has nothing to send.
+
+    On asyncpg the adapter sends BEGIN lazily, with the first statement that needs it
+    (``rows`` with ``begin=True``), so beginning sends nothing, and a transaction that never
+    sent BEGIN (a command whose rules refused it after its reads, or whose closing
+    statement committed by itself) ends without a round trip too. Each crossing of the
+    bridge starts a greenlet, and each greenlet maps a fresh frame stack from the kernel
+    and unmaps it: two system calls and a page fault, for nothing to send. Such a
+    transaction begins and ends by SQLAlchemy's own synchronous calls here (its events and
+    state as ``conn.begin()`` leaves them); one that did send BEGIN ends on the bridge as
+    usual. Elsewhere (SQLite) this is ``conn.begin()``."""
+    if not _fast(conn):
+        async with conn.begin():
+            yield
+        return
+    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    began = conn.sync_connection.begin()  # type: ignore[union-attr]  # sends nothing: the adapter begins lazily
+    began.__enter__()  # as ``conn.begin()``'s block enters it
+    try:
+        yield
+    except BaseException as error:
+        await _end(adapter, began.__exit__, type(error), error, error.__traceback__)
+        raise
+    await _end(adapter, began.__exit__, None, None, None)
+
+
+async def _end(adapter: Any, end: Any, *exc_info: Any) -> None:
+    if adapter._transaction is None:  # no BEGIN was sent: the adapter sends nothing either
+        end(*exc_info)
+    else:
+        await greenlet_spawn(end, *exc_info)
 
 
 async def _run(conn: AsyncConnection, prepared: _Prepared, args: list[Any], begin: bool) -> Rows:

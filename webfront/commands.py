@@ -163,7 +163,7 @@ def command_handler(
             try:
                 # a Core transaction: the game's statements go through ``tx.rows``/``read``
                 # and ``Stocks`` on it; a session is made only when the game asks for one
-                async with shelf.connection() as conn, conn.begin():
+                async with shelf.connection() as conn, driver.transaction(conn):
                     tx = Tx(
                         None,
                         now,

@@ -273,3 +273,56 @@ async def test_a_session_is_asked_for_its_connection_once_per_transaction(
         async with session.begin():
             assert len(await driver.rows(session, READ, {"player_id": 7})) == 1  # k2 rolled back
         assert len(asked) == 3
+
+
+async def test_a_transaction_commits_at_its_end_and_rolls_back_when_it_raises(
+    engine: AsyncEngine,
+) -> None:
+    sent = _queries(engine)
+    async with engine.connect() as conn:
+        async with driver.transaction(conn):
+            await driver.rows(conn, STORE, _row("kept", {}))  # a write sends BEGIN first
+            assert conn.in_transaction()
+        assert not conn.in_transaction()
+        with pytest.raises(RuntimeError):
+            async with driver.transaction(conn):
+                await driver.rows(conn, STORE, _row("undone", {}))
+                raise RuntimeError("roll back")
+        async with driver.transaction(conn):  # a session joined to it commits with it
+            session = AsyncSession(bind=conn)
+            await session.execute(PLAIN_STORE, _row("orm", {}))
+            await session.close()
+        assert [r[0] for r in await driver.rows(conn, READ, {"player_id": 7}, begin=False)] == [
+            "kept",
+            "orm",
+        ]
+    if engine.dialect.driver == "asyncpg":
+        ends = [q.split(";")[0] for q in sent if q.startswith(("BEGIN", "COMMIT", "ROLLBACK"))]
+        assert ends == ["BEGIN", "COMMIT", "BEGIN", "ROLLBACK", "BEGIN", "COMMIT"], sent
+
+
+async def test_a_transaction_that_sends_no_begin_ends_without_the_greenlet_bridge(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.util import concurrency
+
+    sent = _queries(engine)
+    async with engine.connect() as conn:
+        await conn.commit()  # the connection is checked out and idle
+        spawned = record_calls(monkeypatch, concurrency._AsyncIoGreenlet, "__init__")  # type: ignore[attr-defined]
+        async with driver.transaction(conn):  # refused after its read
+            await driver.rows(conn, SIMPLE_STATEMENT, begin=False)
+        with pytest.raises(RuntimeError):
+            async with driver.transaction(conn):
+                await driver.rows(conn, SIMPLE_STATEMENT, begin=False)
+                raise RuntimeError("refused")
+        async with driver.transaction(conn):  # its one closing write commits by itself
+            await driver.rows(conn, PLAIN_STORE, _row("alone", {}), begin=False)
+        assert not conn.in_transaction()
+        if engine.dialect.driver == "asyncpg":
+            assert spawned == []  # each would have mapped a frame stack for nothing
+            assert not [q for q in sent if q.startswith(("BEGIN", "COMMIT", "ROLLBACK"))], sent
+        monkeypatch.undo()
+        async with driver.transaction(conn):
+            found = await driver.rows(conn, READ, {"player_id": 7}, begin=False)
+    assert [r[0] for r in found] == ["alone"]
