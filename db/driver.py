@@ -29,7 +29,21 @@ from contextlib import asynccontextmanager
 from itertools import groupby
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Insert, Integer, String, and_, bindparam, exists, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CompoundSelect,
+    Insert,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    exists,
+    false,
+    literal_column,
+    select,
+)
 from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -139,6 +153,66 @@ async def rows(
         result = await conn.execute(statement, params)
         return result.all() if result.returns_rows else []
     return await _run(conn, prepared, prepared.arguments(params), begin)
+
+
+async def rows_along(
+    conn: AsyncConnection,
+    statement: Executable,
+    params: Mapping[str, Any],
+    along: Select[Any],
+    along_params: Mapping[str, Any],
+) -> tuple[Rows, Rows] | None:
+    """The rows of ``statement`` and of ``along`` (a small select of the caller's), read in
+    one statement, so in one round trip and one consistent view, each as ``rows`` with
+    ``begin=False`` would give them; None when they cannot go together (not the fast
+    path, or a statement it does not take): then read them apart.
+
+    For a read of the framework's that only an outcome of the game's read may need (a
+    command's stored answer for its ``Idempotency-Key``, needed when the rules refuse it):
+    a second statement would cost a round trip each time, most of them for nothing."""
+    if not _fast(conn) or not isinstance(statement, Select | CompoundSelect):
+        return None
+    dialect = conn.dialect
+    # each goes together only where it would take the fast path alone
+    if _prepared(statement, dialect, params) is None or _prepared(along, dialect, {}) is None:
+        return None
+    key = (id(statement), id(along), dialect.name)
+    found = _ALONG.get(key)
+    if found is None or found.statement is not statement or found.along is not along:
+        if len(_ALONG) >= _MAX_STATEMENTS:
+            return None
+        found = _ALONG[key] = _Along(statement, along, dialect)
+    values = {**params, **{f"along_{name}": value for name, value in along_params.items()}}
+    both = await _run(conn, found.prepared, found.prepared.arguments(values), begin=False)
+    width = found.width
+    mine = [row[:width] for row in both if row[-1] is None]
+    theirs = [row[width:-1] for row in both if row[-1] is not None]
+    return mine, theirs
+
+
+class _Along:
+    """``statement``'s rows and ``along``'s in one statement: each a subquery, in a FULL
+    JOIN on false, so each row is one of theirs with NULLs for the other's columns. The
+    game's are read as ``mine.*`` (its columns need no names), then ``along``'s and a marker
+    set on its rows only; the game's rows keep the order its statement gives them."""
+
+    __slots__ = ("along", "prepared", "statement", "width")
+
+    def __init__(
+        self, statement: Select[Any] | CompoundSelect[Any], along: Select[Any], dialect: Dialect
+    ) -> None:
+        self.statement, self.along = statement, along  # held: the cache is keyed by id()
+        self.width = len(statement.selected_columns)
+        marked = _renamed(along, "along_").add_columns(literal_column("1").label("along_row"))
+        mine, theirs = statement.subquery("mine"), marked.subquery("along")
+        joined: Select[Any, Any] = select(
+            literal_column("mine.*"), literal_column("along.*")
+        ).select_from(mine.outerjoin(theirs, false(), full=True))
+        self.prepared = _Prepared(joined, joined.compile(dialect=dialect))  # type: ignore[arg-type]
+
+
+# (id of the statement, id of the one along, dialect) -> how they are read together
+_ALONG: dict[tuple[int, int, str], _Along] = {}
 
 
 _CONNECTION = "db.driver.connection"  # the key of ``_connection_of``'s note in ``Session.info``

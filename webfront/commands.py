@@ -93,8 +93,13 @@ _STORED = select(_STORED_COLUMNS.request_hash, _STORED_COLUMNS.status, _STORED_C
 )
 
 
-async def _stored_in(conn: AsyncConnection, player_id: int, key: str) -> idempotency.Stored | None:
-    found = await driver.rows(conn, _STORED, {"player_id": player_id, "key": key}, begin=False)
+async def _stored(
+    tx: Tx, conn: AsyncConnection, player_id: int, key: str
+) -> idempotency.Stored | None:
+    """The key's stored answer: as the handler's first read took it along, or read now."""
+    found = tx.along_rows
+    if found is None:
+        found = await driver.rows(conn, _STORED, {"player_id": player_id, "key": key}, begin=False)
     return idempotency.Stored(*found[0]) if found else None
 
 
@@ -175,13 +180,15 @@ def command_handler(
                         world=world,
                         connection=conn,
                     )
+                    if key:  # read with the handler's first read, for a refusal
+                        tx.read_along(_STORED, {"player_id": player_id, "key": key})
                     try:
                         try:
                             result = await route.handler(tx, player_id, body)
                         except rule_errors as exc:
                             # a repeat of a command that went through may be refused now:
-                            # its first answer is read on this connection
-                            stored = await _stored_in(conn, player_id, key) if key else None
+                            # its first answer, read along or read now on this connection
+                            stored = await _stored(tx, conn, player_id, key) if key else None
                             raise _Refused(exc, stored) from None
                         await tx.flush()
                         events, rows = durable_rows(tx.events, clock=app[CLOCK], ids=app[IDS])

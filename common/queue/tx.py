@@ -26,7 +26,7 @@ from db.models import ScheduledEvent
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sqlalchemy import Insert
+    from sqlalchemy import Insert, Select
     from sqlalchemy.ext.asyncio import AsyncConnection
     from sqlalchemy.sql import Executable
 
@@ -68,10 +68,12 @@ class Tx:
     """
 
     __slots__ = (
+        "_along",
         "_connection",
         "_session",
         "_stocks",
         "alerts",
+        "along_rows",
         "callbacks",
         "cancelled",
         "events",
@@ -115,6 +117,8 @@ class Tx:
         self.alerts: list[tuple[int, str, Any]] = []
         self.kept_writes: list[driver.Write] = []
         self.kept_guards: list[driver.Guard] = []
+        self._along: tuple[Select[Any], Mapping[str, Any]] | None = None
+        self.along_rows: driver.Rows | None = None
 
     @property
     def session(self) -> AsyncSession:
@@ -177,7 +181,20 @@ class Tx:
         """``rows`` for a read that locks nothing (no FOR UPDATE): it may run before the
         transaction begins, so a command whose rules refuse it after its reads costs no
         transaction (``db.driver.rows``, ``begin=False``)."""
-        return await driver.rows(await self.connection(), statement, params, begin=False)
+        conn = await self.connection()
+        if self._along is not None:
+            along, self._along = self._along, None
+            both = await driver.rows_along(conn, statement, params or {}, *along)
+            if both is not None:
+                found, self.along_rows = both
+                return found
+        return await driver.rows(conn, statement, params, begin=False)
+
+    def read_along(self, statement: Select[Any], params: Mapping[str, Any]) -> None:
+        """Read ``statement`` (the framework's) in the same statement as the handler's first
+        ``read``, where the driver can (``db.driver.rows_along``): its rows are
+        ``along_rows`` then, and stay None when no read took it along."""
+        self._along = (statement, params)
 
     def write_at_commit(self, insert: Insert, values: Mapping[str, Any]) -> None:
         """Insert one row at the commit, in the closing statement that also writes the

@@ -4,12 +4,14 @@ the session)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from sqlalchemy import (
     Boolean,
+    String,
     bindparam,
     event,
     func,
@@ -22,6 +24,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from common.ids import IdGenerator
+from common.queue.tx import Tx
 from db import driver
 from db.engine import is_constraint_race, is_database_outage, session_factory
 from db.models import IdempotentResponse
@@ -326,3 +330,64 @@ async def test_a_transaction_that_sends_no_begin_ends_without_the_greenlet_bridg
         async with driver.transaction(conn):
             found = await driver.rows(conn, READ, {"player_id": 7}, begin=False)
     assert [r[0] for r in found] == ["alone"]
+
+
+ALONG = select(T.request_hash, T.status, T.body).where(
+    T.player_id == bindparam("player_id"), T.key == bindparam("key")
+)
+
+
+async def test_rows_along_reads_both_in_one_statement_as_apart(engine: AsyncEngine) -> None:
+    sent = _queries(engine)
+    body = {"order_id": 5, "names": ["a"]}
+    async with engine.connect() as conn, driver.transaction(conn):
+        for key in ("c", "a", "b"):
+            await driver.rows(conn, STORE, {**_row(key, body), "request_hash": f"h{key}"})
+    # the game's columns need no names, and its rows keep its order
+    unnamed = (
+        select(T.key, literal_column("'tag'", String), literal_column("''", String))
+        .where(T.player_id == bindparam("player_id"))
+        .order_by(T.key.desc())
+    )
+    async with engine.connect() as conn:
+        for key, along_rows in (("b", [("hb", 200, body)]), ("none", [])):
+            sent.clear()
+            both = await driver.rows_along(
+                conn, unnamed, {"player_id": 7}, ALONG, {"player_id": 7, "key": key}
+            )
+            if engine.dialect.driver != "asyncpg":
+                assert both is None  # read apart elsewhere
+                continue
+            assert both is not None
+            mine, theirs = both
+            assert [tuple(r) for r in mine] == [(k, "tag", "") for k in ("c", "b", "a")]
+            assert [tuple(r) for r in theirs] == along_rows
+            await asyncio.sleep(0)  # asyncpg calls its query loggers soon after
+            assert len([q for q in sent if "idempotent_responses" in q]) == 1, sent
+        if engine.dialect.driver == "asyncpg":  # no rows of the game's, one along
+            both = await driver.rows_along(
+                conn, unnamed, {"player_id": 8}, ALONG, {"player_id": 7, "key": "a"}
+            )
+            assert (
+                both is not None
+                and both[0] == []
+                and [tuple(r) for r in both[1]] == [("ha", 200, body)]
+            )
+
+
+async def test_a_commands_read_takes_the_frameworks_along_where_it_can(
+    engine: AsyncEngine,
+) -> None:
+    async with engine.connect() as conn, driver.transaction(conn):
+        await driver.rows(conn, STORE, _row("k", {"n": 1}))
+    async with engine.connect() as conn, driver.transaction(conn):
+        tx = Tx(None, 0, 1.0, IdGenerator(), connection=conn)
+        tx.read_along(ALONG, {"player_id": 7, "key": "k"})
+        first = await tx.read(SIMPLE_STATEMENT)
+        taken = tx.along_rows
+        again = await tx.read(SIMPLE_STATEMENT)  # only the first read takes it
+    assert first[0][0] == again[0][0] == 1
+    if engine.dialect.driver == "asyncpg":
+        assert taken is not None and [tuple(r) for r in taken] == [("h", 200, {"n": 1})]
+    else:
+        assert taken is None  # the caller reads it itself

@@ -6,8 +6,8 @@ engine: every statement SQLAlchemy sends (``before_cursor_execute``) plus what a
 sends by itself outside the prepared statements (BEGIN, COMMIT, ROLLBACK and a pool's
 pre-ping), read from asyncpg's query logger. The hand-written ceiling
 (``bench.web.bare_commands``) makes 6 for a build and 3 for a refused one;
-before these were folded, ours made 12, 11 and 13, then 6, 2 and 2. A march made 9 before
-its reads were one and its event's id was drawn before its row.
+before these were folded, ours made 12, 11 and 13, then 6, 2 and 2, then 2, 1 and 1. A march
+made 9 before its reads were one and its event's id was drawn before its row.
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ from webfront.state import ENGINE, QUEUE
 # statement that commits by itself (no BEGIN, no COMMIT)
 MAX_BUILD = 2
 # the reads run before BEGIN (they lock nothing): a refusal costs no transaction
-MAX_REFUSED_BUILD = 2  # one read, the key's first answer
-MAX_REFUSED_TRAIN = 2
+# one read, with the key's first answer read along (``db.driver.rows_along``)
+MAX_REFUSED_BUILD = 1
+MAX_REFUSED_TRAIN = 1
 # one read (the owner, the target, the rally point, the troops at home); then BEGIN, the
 # troops taken, the march row (its id goes in its event), the closing statement, COMMIT
 MAX_MARCH = 6
-MAX_REFUSED_MARCH = 2  # the read, the key's first answer
+MAX_REFUSED_MARCH = 1  # the read, the key's first answer along
 
 
 @dataclass
