@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from itertools import groupby
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     JSON,
@@ -67,14 +67,20 @@ _AS_IS = (Integer, String, Boolean, JSON)
 _MAX_STATEMENTS = 1024  # a game that builds statements per call falls back, not grows
 
 
-class _Prepared:
-    __slots__ = ("compiled", "names", "processors", "statement")
+class Prepared:
+    """A statement compiled once, as the driver runs it (``rows``, ``rows_each``)."""
+
+    __slots__ = ("compiled", "each_sql", "names", "processors", "statement")
 
     def __init__(self, statement: Executable, compiled: SQLCompiler) -> None:
         self.statement = statement  # held: the cache is keyed by its id()
         self.compiled = compiled
         self.names = tuple(compiled.positiontup or ())
         self.processors: dict[str, Any] = dict(compiled._bind_processors)
+        # a read run for many argument lists at once: each row tagged with its list's index
+        self.each_sql = (
+            f"SELECT ${len(self.names) + 1}::int4, each_run.* FROM ({compiled.string}) AS each_run"
+        )
 
     def arguments(self, params: Mapping[str, Any]) -> list[Any]:
         values = self.compiled.construct_params(params) or {}
@@ -86,12 +92,12 @@ class _Prepared:
         return out
 
 
-_PREPARED: dict[tuple[int, str, tuple[str, ...]], _Prepared | None] = {}
+_PREPARED: dict[tuple[int, str, tuple[str, ...]], Prepared | None] = {}
 
 
 def _prepared(
     statement: Executable, dialect: Dialect, params: Mapping[str, Any]
-) -> _Prepared | None:
+) -> Prepared | None:
     """The compiled form, or None when the statement must run through SQLAlchemy."""
     # an INSERT or UPDATE names the columns its parameters give (as SQLAlchemy compiles it)
     names = tuple(sorted(params)) if isinstance(statement, ValuesBase) else ()
@@ -114,7 +120,7 @@ def _prepared(
         and not compiled.insert_prefetch
         and not compiled.update_prefetch
     )
-    prepared = _Prepared(statement, compiled) if fits else None
+    prepared = Prepared(statement, compiled) if fits else None
     _PREPARED[key] = prepared
     return prepared
 
@@ -131,6 +137,7 @@ async def rows(
     params: Mapping[str, Any] | None = None,
     *,
     begin: bool = True,
+    shared: Shared | None = None,
 ) -> Rows:
     """The rows of ``statement`` (a select, or a write with RETURNING; [] for a write
     without), run in ``db``'s transaction.
@@ -140,6 +147,9 @@ async def rows(
     begins with the first statement that needs it. At PostgreSQL's READ COMMITTED every
     statement sees the database as of its own start either way, so this changes no
     result, and a command its rules refuse after its reads costs no transaction at all.
+    Such a read may then run with other commands' reads of the same statement, in one round
+    trip on another connection (``shared``, ``db.shared_reads``): none of them locks or
+    writes anything, so where it runs changes nothing either.
     """
     params = params or {}
     if isinstance(db, AsyncSession):
@@ -152,7 +162,39 @@ async def rows(
     if prepared is None:
         result = await conn.execute(statement, params)
         return result.all() if result.returns_rows else []
+    if shared is not None and not begin and not _began(conn):
+        return await shared.read(prepared, prepared.arguments(params))
     return await _run(conn, prepared, prepared.arguments(params), begin)
+
+
+class Shared(Protocol):
+    """Where a read that locks nothing may run instead of on the caller's connection."""
+
+    async def read(self, prepared: Prepared, args: list[Any]) -> Rows: ...
+
+
+async def read(conn: AsyncConnection, prepared: Prepared, args: list[Any]) -> Rows:
+    """``prepared`` (a read) with ``args`` on ``conn``, outside any transaction it holds."""
+    return await _run(conn, prepared, args, begin=False)
+
+
+async def rows_each(
+    conn: AsyncConnection, prepared: Prepared, arguments: Sequence[list[Any]]
+) -> list[Rows]:
+    """The rows of one read run once per argument list, all in one round trip (asyncpg sends
+    every execution before a single sync), each list's rows apart, in order."""
+    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    sql = prepared.each_sql
+    tagged = [[*args, i] for i, args in enumerate(arguments)]
+    try:
+        async with adapter._execute_mutex:
+            found = await adapter._connection.fetchmany(sql, tagged)
+    except Exception as error:
+        raise await _wrapped(conn, adapter, error, sql) from error
+    each: list[list[Sequence[Any]]] = [[] for _ in arguments]
+    for row in found:
+        each[row[0]].append(row[1:])
+    return list(each)
 
 
 async def rows_along(
@@ -161,6 +203,7 @@ async def rows_along(
     params: Mapping[str, Any],
     along: Select[Any],
     along_params: Mapping[str, Any],
+    shared: Shared | None = None,
 ) -> tuple[Rows, Rows] | None:
     """The rows of ``statement`` and of ``along`` (a small select of the caller's), read in
     one statement, so in one round trip and one consistent view, each as ``rows`` with
@@ -183,7 +226,11 @@ async def rows_along(
             return None
         found = _ALONG[key] = _Along(statement, along, dialect)
     values = {**params, **{f"along_{name}": value for name, value in along_params.items()}}
-    both = await _run(conn, found.prepared, found.prepared.arguments(values), begin=False)
+    args = found.prepared.arguments(values)
+    if shared is not None and not _began(conn):
+        both = await shared.read(found.prepared, args)
+    else:
+        both = await _run(conn, found.prepared, args, begin=False)
     width = found.width
     mine = [row[:width] for row in both if row[-1] is None]
     theirs = [row[width:-1] for row in both if row[-1] is not None]
@@ -208,7 +255,7 @@ class _Along:
         joined: Select[Any, Any] = select(
             literal_column("mine.*"), literal_column("along.*")
         ).select_from(mine.outerjoin(theirs, false(), full=True))
-        self.prepared = _Prepared(joined, joined.compile(dialect=dialect))  # type: ignore[arg-type]
+        self.prepared = Prepared(joined, joined.compile(dialect=dialect))  # type: ignore[arg-type]
 
 
 # (id of the statement, id of the one along, dialect) -> how they are read together
@@ -233,6 +280,12 @@ async def _connection_of(session: AsyncSession) -> AsyncConnection:
 
 def _fast(conn: AsyncConnection) -> bool:
     return FAST_PATH and conn.dialect.driver == "asyncpg"
+
+
+def _began(conn: AsyncConnection) -> bool:
+    """Has ``conn``'s transaction sent BEGIN (its reads then see its own writes)?"""
+    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    return adapter._transaction is not None
 
 
 @asynccontextmanager
@@ -271,7 +324,7 @@ async def _end(adapter: Any, end: Any, *exc_info: Any) -> None:
         await greenlet_spawn(end, *exc_info)
 
 
-async def _run(conn: AsyncConnection, prepared: _Prepared, args: list[Any], begin: bool) -> Rows:
+async def _run(conn: AsyncConnection, prepared: Prepared, args: list[Any], begin: bool) -> Rows:
     adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
     driver = adapter._connection
     sql = prepared.compiled.string

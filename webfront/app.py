@@ -18,6 +18,7 @@ from common.redis_conn import connect_redis
 from common.settings import Settings
 from db.connection_shelf import ConnectionShelf
 from db.engine import create_engine, session_factory
+from db.shared_reads import SharedReads
 from gameapi.loading import handler_registry, load_game
 from webfront import (
     admin,
@@ -59,6 +60,7 @@ from webfront.state import (
     SESSION_FACTORY,
     SESSIONS,
     SETTINGS,
+    SHARED_READS,
     SHELF,
 )
 from webfront.static_files import INDEX, SDK_DIR, client_dir
@@ -67,9 +69,13 @@ __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 
 
 # PostgreSQL connections per process; up to two thirds idle on the commands' shelf
-# (``db.connection_shelf``), so the rest (logins, reports, health) never waits for them
+# (``db.connection_shelf``) and a few for their shared reads (``db.shared_reads``), so the
+# rest (logins, reports, health) never waits for them
 _POOL = 30
 _KEPT_FOR_COMMANDS = _POOL * 2 // 3
+# connections of the commands' shared reads (``db.shared_reads``), beside the shelf's
+_SHARED_READ_SLOTS = 3
+_SHARED_READ_BATCH = 64
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
@@ -105,6 +111,11 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     app[ENGINE] = engine
     shelf = ConnectionShelf(engine, keep=0 if settings.is_sqlite else _KEPT_FOR_COMMANDS)
     app[SHELF] = shelf
+    shared_reads = None
+    if not settings.is_sqlite:
+        shared_shelf = ConnectionShelf(engine, keep=_SHARED_READ_SLOTS)
+        shared_reads = SharedReads(shared_shelf, _SHARED_READ_SLOTS, _SHARED_READ_BATCH)
+    app[SHARED_READS] = shared_reads
     app[REDIS] = redis  # type: ignore[misc]
     app[FAST_REDIS] = fast
     app[LOCAL_CACHE] = local
@@ -140,6 +151,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     yield
     await app[snapshot.SNAPSHOTS].drain()
     await shelf.close()
+    if shared_reads is not None:
+        await shared_reads.close()
     pool.shutdown(wait=True)
     await fast.close()
     await redis.aclose()

@@ -58,6 +58,7 @@ from webfront.state import (
     LOCAL_CACHE,
     QUEUE,
     SETTINGS,
+    SHARED_READS,
     SHELF,
 )
 from webfront.validation import read_body
@@ -179,6 +180,7 @@ def command_handler(
                         stocks=stocks,
                         world=world,
                         connection=conn,
+                        shared_reads=app[SHARED_READS],
                     )
                     if key:  # read with the handler's first read, for a refusal
                         tx.read_along(_STORED, {"player_id": player_id, "key": key})

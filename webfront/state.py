@@ -14,6 +14,7 @@ from common.ids import IdGenerator
 from common.queue import EventQueue, HandlerRegistry
 from common.settings import Settings
 from db.connection_shelf import ConnectionShelf
+from db.shared_reads import SharedReads
 from gameapi.game import Game
 from webfront.config import WebConfig
 from webfront.localcache import LocalCache
@@ -34,6 +35,8 @@ FAST_REDIS = web.AppKey("fast_redis", FastRedis)
 LOCAL_CACHE = web.AppKey("local_cache", LocalCache)
 SESSIONS = web.AppKey("sessions", SessionStore)
 SHELF = web.AppKey("shelf", ConnectionShelf)  # connections kept between commands
+# the commands' reads before BEGIN, batched (None on SQLite)
+SHARED_READS: web.AppKey[SharedReads | None] = web.AppKey("shared_reads")
 LIMITER = web.AppKey("limiter", RateLimiter)
 HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
 IDS = web.AppKey("ids", IdGenerator)

@@ -71,6 +71,7 @@ class Tx:
         "_along",
         "_connection",
         "_session",
+        "_shared",
         "_stocks",
         "alerts",
         "along_rows",
@@ -100,6 +101,7 @@ class Tx:
         stocks: Stocks | None = None,
         world: WorldShape | None = None,
         connection: AsyncConnection | None = None,
+        shared_reads: driver.Shared | None = None,
     ) -> None:
         self._session = session
         self._connection = connection  # in a transaction already (a command's)
@@ -117,6 +119,7 @@ class Tx:
         self.alerts: list[tuple[int, str, Any]] = []
         self.kept_writes: list[driver.Write] = []
         self.kept_guards: list[driver.Guard] = []
+        self._shared = shared_reads  # where a read before BEGIN may run (a command's)
         self._along: tuple[Select[Any], Mapping[str, Any]] | None = None
         self.along_rows: driver.Rows | None = None
 
@@ -180,15 +183,18 @@ class Tx:
     ) -> driver.Rows:
         """``rows`` for a read that locks nothing (no FOR UPDATE): it may run before the
         transaction begins, so a command whose rules refuse it after its reads costs no
-        transaction (``db.driver.rows``, ``begin=False``)."""
+        transaction (``db.driver.rows``, ``begin=False``); until then a command's may run
+        with other commands' reads of the same statement (``db.shared_reads``)."""
         conn = await self.connection()
+        # with a session, ORM writes may be pending in it: read on the transaction's own
+        shared = self._shared if self._session is None else None
         if self._along is not None:
             along, self._along = self._along, None
-            both = await driver.rows_along(conn, statement, params or {}, *along)
+            both = await driver.rows_along(conn, statement, params or {}, *along, shared)
             if both is not None:
                 found, self.along_rows = both
                 return found
-        return await driver.rows(conn, statement, params, begin=False)
+        return await driver.rows(conn, statement, params, begin=False, shared=shared)
 
     def read_along(self, statement: Select[Any], params: Mapping[str, Any]) -> None:
         """Read ``statement`` (the framework's) in the same statement as the handler's first
