@@ -106,3 +106,27 @@ async def test_a_transaction_that_began_reads_on_its_own_connection(
             assert asked == []
         assert await _read(conn, shared, 3) == [("own", {})]  # committed: shared again
         assert len(asked) == 1
+
+
+async def test_reads_with_the_frameworks_along_are_shared_too(
+    pg: AsyncEngine, shared: SharedReads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    along = select(T.status, T.body).where(
+        T.player_id == bindparam("player_id"), T.key == bindparam("key")
+    )
+
+    async def both(conn: Any, player_id: int, key: str) -> tuple[list[Any], list[Any]]:
+        found = await driver.rows_along(
+            conn, KEYS, {"player_id": player_id}, along, {"player_id": 1, "key": key}, shared
+        )
+        assert found is not None
+        return [tuple(r) for r in found[0]], [tuple(r) for r in found[1]]
+
+    async with pg.connect() as conn:
+        pipelined = record_calls(monkeypatch, asyncpg.Connection, "fetchmany")
+        answers = await asyncio.gather(both(conn, 1, "b"), both(conn, 2, "none"))
+    assert answers == [
+        ([("a", {"k": "a"}), ("b", {"k": "b"})], [(200, {"k": "b"})]),
+        ([("c", {"k": "c"})], []),
+    ]
+    assert len(pipelined) == 1
