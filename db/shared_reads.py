@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
+from common.batch_slots import BatchSlots
 from db import driver
 from db.connection_shelf import ConnectionShelf
 from db.engine import is_database_outage
@@ -31,12 +32,10 @@ _Waiting = list[tuple[list[Any], "asyncio.Future[driver.Rows]"]]
 class SharedReads:
     def __init__(self, shelf: ConnectionShelf, slots: int, max_batch: int) -> None:
         self.shelf = shelf
-        self.slots = slots
         self.max_batch = max_batch
         # by statement, oldest first: the statement and its waiting reads (arguments, answer)
         self.waiting: dict[int, tuple[driver.Prepared, _Waiting]] = {}
-        self.running = 0
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting))
 
     async def read(self, prepared: driver.Prepared, args: list[Any]) -> driver.Rows:
         future: asyncio.Future[driver.Rows] = asyncio.get_running_loop().create_future()
@@ -45,15 +44,8 @@ class SharedReads:
             self.waiting[id(prepared)] = (prepared, [(args, future)])
         else:
             found[1].append((args, future))
-        if self.running < self.slots:
-            self._start()
+        self.runners.wake()
         return await future
-
-    def _start(self) -> None:
-        self.running += 1
-        task = asyncio.create_task(self._run())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     async def _run(self) -> None:
         # The batch is taken when the task runs: reads asked in the same loop iteration join.
@@ -72,10 +64,6 @@ class SharedReads:
             raise
         except Exception as exc:  # no connection to run them on: each command is told
             _fail(batch, exc)
-        finally:
-            self.running -= 1
-            if self.waiting and self.running < self.slots:
-                self._start()
 
     async def _answer(self, prepared: driver.Prepared, batch: _Waiting) -> None:
         if not batch:

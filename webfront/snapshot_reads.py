@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from common.batch_slots import BatchSlots
 from webfront import snapshot_build
 from webfront.snapshot_build import SnapshotBuilder, build_snapshots
 
@@ -39,11 +40,9 @@ class SnapshotReads:
     ) -> None:
         self.engine = engine
         self.builder = builder  # the game's statement (None: the process's)
-        self.slots = slots
         self.max_batch = max_batch
         self.waiting: dict[int, asyncio.Future[Snapshot | None]] = {}  # oldest first
-        self.running = 0  # statements in flight (or about to start)
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting))
 
     async def read(self, player_id: int) -> Snapshot | None:
         """The player's snapshot, or None if the player does not exist."""
@@ -51,15 +50,8 @@ class SnapshotReads:
         if future is None:
             future = asyncio.get_running_loop().create_future()
             self.waiting[player_id] = future
-            if self.running < self.slots:
-                self._start()
+            self.runners.wake()
         return await asyncio.shield(future)  # a cancelled poll leaves the read to the others
-
-    def _start(self) -> None:
-        self.running += 1
-        task = asyncio.create_task(self._run())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     async def _run(self) -> None:
         # The batch is taken when the task runs: reads asked in the same loop iteration join.
@@ -79,10 +71,6 @@ class SnapshotReads:
                 if not future.done():
                     future.set_exception(exc)
                     future.exception()  # retrieved: waiters (if any) re-raise it themselves
-        finally:
-            self.running -= 1
-            if self.waiting and self.running < self.slots:
-                self._start()
 
     async def _read(self, player_ids: list[int]) -> dict[int, Snapshot]:
         """One statement on a pooled connection; a connection the database dropped while it
