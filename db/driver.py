@@ -162,8 +162,8 @@ async def rows(
     if prepared is None:
         result = await conn.execute(statement, params)
         return result.all() if result.returns_rows else []
-    if shared is not None and not begin and not _began(conn):
-        return await shared.read(prepared, prepared.arguments(params))
+    if not begin:
+        return await _read(conn, prepared, prepared.arguments(params), shared)
     return await _run(conn, prepared, prepared.arguments(params), begin)
 
 
@@ -183,7 +183,7 @@ async def rows_each(
 ) -> list[Rows]:
     """The rows of one read run once per argument list, all in one round trip (asyncpg sends
     every execution before a single sync), each list's rows apart, in order."""
-    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    adapter = _adapter(conn)
     sql = prepared.each_sql
     tagged = [[*args, i] for i, args in enumerate(arguments)]
     try:
@@ -216,21 +216,16 @@ async def rows_along(
     if not _fast(conn) or not isinstance(statement, Select | CompoundSelect):
         return None
     dialect = conn.dialect
-    # each goes together only where it would take the fast path alone
-    if _prepared(statement, dialect, params) is None or _prepared(along, dialect, {}) is None:
-        return None
     key = (id(statement), id(along), dialect.name)
     found = _ALONG.get(key)
     if found is None or found.statement is not statement or found.along is not along:
-        if len(_ALONG) >= _MAX_STATEMENTS:
+        # each goes together only where it would take the fast path alone
+        fits = _prepared(statement, dialect, params) and _prepared(along, dialect, {})
+        if not fits or len(_ALONG) >= _MAX_STATEMENTS:
             return None
         found = _ALONG[key] = _Along(statement, along, dialect)
     values = {**params, **{f"along_{name}": value for name, value in along_params.items()}}
-    args = found.prepared.arguments(values)
-    if shared is not None and not _began(conn):
-        both = await shared.read(found.prepared, args)
-    else:
-        both = await _run(conn, found.prepared, args, begin=False)
+    both = await _read(conn, found.prepared, found.prepared.arguments(values), shared)
     width = found.width
     mine = [row[:width] for row in both if row[-1] is None]
     theirs = [row[width:-1] for row in both if row[-1] is not None]
@@ -282,10 +277,24 @@ def _fast(conn: AsyncConnection) -> bool:
     return FAST_PATH and conn.dialect.driver == "asyncpg"
 
 
+def _adapter(conn: AsyncConnection) -> Any:
+    """SQLAlchemy's asyncpg adapter of ``conn`` (its ``_connection`` is asyncpg's)."""
+    return conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+
+
 def _began(conn: AsyncConnection) -> bool:
     """Has ``conn``'s transaction sent BEGIN (its reads then see its own writes)?"""
-    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
-    return adapter._transaction is not None
+    return _adapter(conn)._transaction is not None
+
+
+async def _read(
+    conn: AsyncConnection, prepared: Prepared, args: list[Any], shared: Shared | None
+) -> Rows:
+    """A read that locks nothing: with ``shared`` until ``conn``'s transaction began, else on
+    ``conn``."""
+    if shared is not None and not _began(conn):
+        return await shared.read(prepared, args)
+    return await _run(conn, prepared, args, begin=False)
 
 
 @asynccontextmanager
@@ -306,7 +315,7 @@ async def transaction(conn: AsyncConnection) -> AsyncIterator[None]:
         async with conn.begin():
             yield
         return
-    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    adapter = _adapter(conn)
     began = conn.sync_connection.begin()  # type: ignore[union-attr]  # sends nothing: the adapter begins lazily
     began.__enter__()  # as ``conn.begin()``'s block enters it
     try:
@@ -325,7 +334,7 @@ async def _end(adapter: Any, end: Any, *exc_info: Any) -> None:
 
 
 async def _run(conn: AsyncConnection, prepared: Prepared, args: list[Any], begin: bool) -> Rows:
-    adapter: Any = conn.sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+    adapter = _adapter(conn)
     driver = adapter._connection
     sql = prepared.compiled.string
     try:
