@@ -69,29 +69,27 @@ class SharedReads:
         if not batch:
             return
         async with self.shelf.connection() as conn:
-            try:
-                if len(batch) == 1:
-                    found = [await driver.read(conn, prepared, batch[0][0])]
-                else:
+            if len(batch) > 1:
+                try:
                     found = await driver.rows_each(conn, prepared, [a for a, _ in batch])
-            except DBAPIError as exc:
-                if len(batch) == 1 or is_database_outage(exc) or exc.connection_invalidated:
-                    _fail(batch, exc)
-                    return
-                found = None  # one of them failed: each runs alone, below
-            if found is None:
-                for args, future in batch:
-                    try:
-                        rows = await driver.read(conn, prepared, args)
-                    except DBAPIError as exc:
-                        _fail([(args, future)], exc)
-                    else:
-                        if not future.done():
+                except DBAPIError as exc:
+                    if is_database_outage(exc) or exc.connection_invalidated:
+                        _fail(batch, exc)
+                        return
+                    # one of them failed: each runs alone, below
+                else:
+                    for (_, future), rows in zip(batch, found, strict=True):
+                        if not future.done():  # done: its command was cancelled
                             future.set_result(rows)
-                return
-        for (_, future), rows in zip(batch, found, strict=True):
-            if not future.done():  # done: its command was cancelled
-                future.set_result(rows)
+                    return
+            for args, future in batch:  # one read, or each of a batch that failed
+                try:
+                    rows = await driver.read(conn, prepared, args)
+                except DBAPIError as exc:
+                    _fail([(args, future)], exc)
+                else:
+                    if not future.done():
+                        future.set_result(rows)
 
     async def close(self) -> None:
         """Give the connections back (after the commands ended)."""
