@@ -45,16 +45,31 @@ class ConnectionShelf:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """A connection for one transaction (or reads); back on the shelf when the block ends."""
+        conn = await self.take()
+        try:
+            yield conn
+        finally:
+            await self.give_back(conn)
+
+    async def take(self) -> AsyncConnection:
+        """A connection for one transaction; ``give_back`` it when the transaction ended."""
         if not self.keep:  # no shelf: the pool's connection, as everywhere else
-            async with self.engine.connect() as conn:
-                yield conn
+            return await self.engine.connect()
+        await self._slots.acquire()
+        try:
+            return await self._take()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    async def give_back(self, conn: AsyncConnection) -> None:
+        if not self.keep:
+            await conn.close()
             return
-        async with self._slots:
-            conn = await self._take()
-            try:
-                yield conn
-            finally:
-                await self._put_back(conn)
+        try:
+            await self._put_back(conn)
+        finally:
+            self._slots.release()
 
     async def _take(self) -> AsyncConnection:
         while self.idle:
