@@ -170,7 +170,24 @@ async def rows(
 class Shared(Protocol):
     """Where a read that locks nothing may run instead of on the caller's connection."""
 
+    @property
+    def dialect(self) -> Dialect: ...
+
     async def read(self, prepared: Prepared, args: list[Any]) -> Rows: ...
+
+
+async def read_shared(
+    shared: Shared, statement: Executable, params: Mapping[str, Any] | None = None
+) -> Rows | None:
+    """``rows`` with ``begin=False`` for a caller that holds no connection yet: the read runs
+    on ``shared``; None when the statement does not take the fast path (read it on a
+    connection then)."""
+    params = params or {}
+    dialect = shared.dialect
+    prepared = _prepared(statement, dialect, params) if _fast_dialect(dialect) else None
+    if prepared is None:
+        return None
+    return await shared.read(prepared, prepared.arguments(params))
 
 
 async def read(conn: AsyncConnection, prepared: Prepared, args: list[Any]) -> Rows:
@@ -198,7 +215,7 @@ async def rows_each(
 
 
 async def rows_along(
-    conn: AsyncConnection,
+    conn: AsyncConnection | None,
     statement: Executable,
     params: Mapping[str, Any],
     along: Select[Any],
@@ -212,10 +229,16 @@ async def rows_along(
 
     For a read of the framework's that only an outcome of the game's read may need (a
     command's stored answer for its ``Idempotency-Key``, needed when the rules refuse it):
-    a second statement would cost a round trip each time, most of them for nothing."""
-    if not _fast(conn) or not isinstance(statement, Select | CompoundSelect):
+    a second statement would cost a round trip each time, most of them for nothing.
+    ``conn`` None: the caller holds no connection yet, and both are read on ``shared``."""
+    if conn is not None:
+        dialect = conn.dialect
+    elif shared is not None:
+        dialect = shared.dialect
+    else:
+        raise ValueError("rows_along needs a connection or shared reads")
+    if not _fast_dialect(dialect) or not isinstance(statement, Select | CompoundSelect):
         return None
-    dialect = conn.dialect
     key = (id(statement), id(along), dialect.name)
     found = _ALONG.get(key)
     if found is None or found.statement is not statement or found.along is not along:
@@ -274,7 +297,11 @@ async def _connection_of(session: AsyncSession) -> AsyncConnection:
 
 
 def _fast(conn: AsyncConnection) -> bool:
-    return FAST_PATH and conn.dialect.driver == "asyncpg"
+    return _fast_dialect(conn.dialect)
+
+
+def _fast_dialect(dialect: Dialect) -> bool:
+    return FAST_PATH and dialect.driver == "asyncpg"
 
 
 def _adapter(conn: AsyncConnection) -> Any:
@@ -288,12 +315,13 @@ def _began(conn: AsyncConnection) -> bool:
 
 
 async def _read(
-    conn: AsyncConnection, prepared: Prepared, args: list[Any], shared: Shared | None
+    conn: AsyncConnection | None, prepared: Prepared, args: list[Any], shared: Shared | None
 ) -> Rows:
-    """A read that locks nothing: with ``shared`` until ``conn``'s transaction began, else on
-    ``conn``."""
-    if shared is not None and not _began(conn):
+    """A read that locks nothing: with ``shared`` until ``conn``'s transaction began (or
+    while there is no ``conn``), else on ``conn``."""
+    if shared is not None and (conn is None or not _began(conn)):
         return await shared.read(prepared, args)
+    assert conn is not None
     return await _run(conn, prepared, args, begin=False)
 
 

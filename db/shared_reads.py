@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 
 from common.batch_slots import BatchSlots
@@ -36,6 +37,10 @@ class SharedReads:
         # by statement, oldest first: the statement and its waiting reads (arguments, answer)
         self.waiting: dict[int, tuple[driver.Prepared, _Waiting]] = {}
         self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting))
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.shelf.engine.dialect
 
     async def read(self, prepared: driver.Prepared, args: list[Any]) -> driver.Rows:
         future: asyncio.Future[driver.Rows] = asyncio.get_running_loop().create_future()

@@ -60,6 +60,9 @@ class CommandTx(state.GameTx, Protocol):
 
     async def connection(self) -> AsyncConnection: ...
 
+    @property
+    def dialect(self) -> str: ...
+
     async def rows(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows: ...
 
     async def read(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows: ...
@@ -202,7 +205,7 @@ _READS: dict[tuple[str, str], CompoundSelect] = {}
 async def _read(
     tx: CommandTx, player_id: int, village_id: int, queue: type[BuildOrder] | type[TrainingOrder]
 ) -> _Seen:
-    dialect = (await tx.connection()).dialect.name
+    dialect = tx.dialect
     stmt = _READS.get((queue.__name__, dialect))
     if stmt is None:
         stmt = _READS[(queue.__name__, dialect)] = _reads(queue, dialect)

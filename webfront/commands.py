@@ -30,12 +30,12 @@ from aiohttp import web
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from common.queue.durable import INSERT_EVENT, durable_rows
 from common.queue.tx import StaleRead, Tx, WorldShape
 from common.queue.work import Committed
 from db import driver
+from db.command_transaction import CommandTransaction
 from db.engine import is_constraint_race, is_database_outage, is_transaction_conflict
 from db.models import IdempotentResponse
 from gameapi.places import PLACE_ERRORS
@@ -94,13 +94,11 @@ _STORED = select(_STORED_COLUMNS.request_hash, _STORED_COLUMNS.status, _STORED_C
 )
 
 
-async def _stored(
-    tx: Tx, conn: AsyncConnection, player_id: int, key: str
-) -> idempotency.Stored | None:
+async def _stored(tx: Tx, player_id: int, key: str) -> idempotency.Stored | None:
     """The key's stored answer: as the handler's first read took it along, or read now."""
     found = tx.along_rows
     if found is None:
-        found = await driver.rows(conn, _STORED, {"player_id": player_id, "key": key}, begin=False)
+        found = await tx.read(_STORED, {"player_id": player_id, "key": key})
     return idempotency.Stored(*found[0]) if found else None
 
 
@@ -168,8 +166,9 @@ def command_handler(
             committing = False
             try:
                 # a Core transaction: the game's statements go through ``tx.rows``/``read``
-                # and ``Stocks`` on it; a session is made only when the game asks for one
-                async with shelf.connection() as conn, driver.transaction(conn):
+                # and ``Stocks`` on it; its connection is taken when a statement needs one,
+                # and a session made only when the game asks for one
+                async with CommandTransaction(shelf) as command:
                     tx = Tx(
                         None,
                         now,
@@ -179,32 +178,29 @@ def command_handler(
                         player_id=player_id,
                         stocks=stocks,
                         world=world,
-                        connection=conn,
+                        command=command,
                         shared_reads=app[SHARED_READS],
                     )
                     if key:  # read with the handler's first read, for a refusal
                         tx.read_along(_STORED, {"player_id": player_id, "key": key})
                     try:
-                        try:
-                            result = await route.handler(tx, player_id, body)
-                        except rule_errors as exc:
-                            # a repeat of a command that went through may be refused now:
-                            # its first answer, read along or read now on this connection
-                            stored = await _stored(tx, conn, player_id, key) if key else None
-                            raise _Refused(exc, stored) from None
-                        await tx.flush()
-                        events, rows = durable_rows(tx.events, clock=app[CLOCK], ids=app[IDS])
-                        writes: list[driver.Write] = [(INSERT_EVENT, row) for row in rows]
-                        if key:
-                            answer = (player_id, key, digest, route.status, result, now)
-                            writes.append((idempotency.STORE, idempotency.record(*answer)))
-                        # the closing statement (one round trip on PostgreSQL) commits by
-                        # itself when the command wrote nothing before it: it may apply
-                        # from here on
-                        committing = True
-                        await tx.write_kept(writes)
-                    finally:
-                        await tx.close()
+                        result = await route.handler(tx, player_id, body)
+                    except rule_errors as exc:
+                        # a repeat of a command that went through may be refused now:
+                        # its first answer, read along or read now
+                        stored = await _stored(tx, player_id, key) if key else None
+                        raise _Refused(exc, stored) from None
+                    await tx.flush()
+                    events, rows = durable_rows(tx.events, clock=app[CLOCK], ids=app[IDS])
+                    writes: list[driver.Write] = [(INSERT_EVENT, row) for row in rows]
+                    if key:
+                        answer = (player_id, key, digest, route.status, result, now)
+                        writes.append((idempotency.STORE, idempotency.record(*answer)))
+                    # the closing statement (one round trip on PostgreSQL) commits by
+                    # itself when the command wrote nothing before it: it may apply
+                    # from here on
+                    committing = True
+                    await tx.write_kept(writes)
                 break
             except _Refused as refused:
                 if refused.stored is not None:

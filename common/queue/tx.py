@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sqlalchemy.sql import Executable
 
     from common.ids import IdGenerator
+    from db.command_transaction import CommandTransaction
     from db.stock import Stocks
 
 
@@ -69,7 +70,7 @@ class Tx:
 
     __slots__ = (
         "_along",
-        "_connection",
+        "_command",
         "_session",
         "_shared",
         "_stocks",
@@ -100,11 +101,11 @@ class Tx:
         player_id: int | None = None,
         stocks: Stocks | None = None,
         world: WorldShape | None = None,
-        connection: AsyncConnection | None = None,
+        command: CommandTransaction | None = None,
         shared_reads: driver.Shared | None = None,
     ) -> None:
         self._session = session
-        self._connection = connection  # in a transaction already (a command's)
+        self._command = command  # a command's transaction (its connection taken on need)
         self.world = world
         self.now_ms = now_ms
         self.world_speed = world_speed
@@ -125,9 +126,9 @@ class Tx:
 
     @property
     def session(self) -> AsyncSession:
-        if self._session is None and self._connection is not None:
-            # joins the connection's transaction: the command commits or rolls back both
-            self._session = AsyncSession(bind=self._connection, expire_on_commit=False)
+        if self._session is None and self._command is not None:
+            # in the command's transaction: it commits or rolls back with everything else
+            self._session = self._command.session()
         if self._session is None:
             raise RuntimeError(
                 "this handler was registered with durable=False and has no DB session; "
@@ -144,27 +145,29 @@ class Tx:
 
     @property
     def has_session(self) -> bool:
-        return self._session is not None or self._connection is not None
+        return self._session is not None or self._command is not None
+
+    @property
+    def dialect(self) -> str:
+        """The database's dialect name ("postgresql", "sqlite"), known without taking a
+        connection (a command takes one only when a statement needs it)."""
+        if self._command is not None:
+            return self._command.dialect.name
+        return driver.dialect_name(self.session)
 
     async def connection(self) -> AsyncConnection:
         """The transaction's Core connection (for ``Stocks`` and ``db.driver``), with the
         session's pending ORM objects written first, so a statement on it sees them."""
         await self.flush()
-        if self._connection is None:
-            return await self.session.connection()
-        return self._connection
+        if self._command is not None:
+            return await self._command.connection()
+        return await self.session.connection()
 
     async def flush(self) -> None:
         """Write the session's pending ORM objects (before a command commits)."""
         session = self._session
         if session is not None and (session.new or session.dirty or session.deleted):
             await session.flush()
-
-    async def close(self) -> None:
-        """Let go of a session made on the command's connection (its objects, not the
-        connection: the command's transaction ends it)."""
-        if self._session is not None and self._connection is not None:
-            await self._session.close()
 
     async def rows(
         self, statement: Executable, params: Mapping[str, Any] | None = None
@@ -185,15 +188,24 @@ class Tx:
         transaction begins, so a command whose rules refuse it after its reads costs no
         transaction (``db.driver.rows``, ``begin=False``); until then a command's may run
         with other commands' reads of the same statement (``db.shared_reads``)."""
-        conn = await self.connection()
         # with a session, ORM writes may be pending in it: read on the transaction's own
         shared = self._shared if self._session is None else None
-        if self._along is not None:
-            along, self._along = self._along, None
+        command = self._command
+        conn: AsyncConnection | None = None  # a command that holds none yet takes none
+        if shared is None or command is None or command.holds_connection:
+            conn = await self.connection()
+        along, self._along = self._along, None
+        if along is not None and along[0] is not statement:
             both = await driver.rows_along(conn, statement, params or {}, *along, shared)
             if both is not None:
-                found, self.along_rows = both
-                return found
+                mine, self.along_rows = both
+                return mine
+        if conn is None:
+            assert shared is not None
+            read = await driver.read_shared(shared, statement, params)
+            if read is not None:
+                return read
+            conn = await self.connection()  # a statement the shared reads do not take
         return await driver.rows(conn, statement, params, begin=False, shared=shared)
 
     def read_along(self, statement: Select[Any], params: Mapping[str, Any]) -> None:

@@ -27,6 +27,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from common.ids import IdGenerator
 from common.queue.tx import Tx
 from db import driver
+from db.command_transaction import CommandTransaction
+from db.connection_shelf import ConnectionShelf
 from db.engine import is_constraint_race, is_database_outage, session_factory
 from db.models import IdempotentResponse
 from tests.calls import record_calls
@@ -380,12 +382,14 @@ async def test_a_commands_read_takes_the_frameworks_along_where_it_can(
 ) -> None:
     async with engine.connect() as conn, driver.transaction(conn):
         await driver.rows(conn, STORE, _row("k", {"n": 1}))
-    async with engine.connect() as conn, driver.transaction(conn):
-        tx = Tx(None, 0, 1.0, IdGenerator(), connection=conn)
+    shelf = ConnectionShelf(engine, keep=1)
+    async with CommandTransaction(shelf) as command:
+        tx = Tx(None, 0, 1.0, IdGenerator(), command=command)
         tx.read_along(ALONG, {"player_id": 7, "key": "k"})
         first = await tx.read(SIMPLE_STATEMENT)
         taken = tx.along_rows
         again = await tx.read(SIMPLE_STATEMENT)  # only the first read takes it
+    await shelf.close()
     assert first[0][0] == again[0][0] == 1
     if engine.dialect.driver == "asyncpg":
         assert taken is not None and [tuple(r) for r in taken] == [("h", 200, {"n": 1})]

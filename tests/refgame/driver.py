@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.ids import IdGenerator
 from common.queue.tx import StaleRead
-from db.driver import Guard, Rows, Write, rows, write_all
+from db.driver import Guard, Rows, Write, dialect_name, rows, write_all
 from db.models import ScheduledEvent
 
 
@@ -56,6 +56,10 @@ class DriverTx:
 
     async def connection(self) -> AsyncConnection:
         return await self.session.connection()
+
+    @property
+    def dialect(self) -> str:
+        return dialect_name(self.session)
 
     async def rows(self, statement: Any, params: Mapping[str, Any] | None = None) -> Rows:
         return await rows(self.session, statement, params)

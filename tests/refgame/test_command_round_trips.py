@@ -33,6 +33,7 @@ from refgame.state import add_troops
 from tests.calls import record_calls
 from tests.conftest import TEST_REDIS_URL
 from tests.web.conftest import FAST_CONFIG, PASSWORD
+from webfront import commands
 from webfront.app import create_app
 from webfront.state import ENGINE, QUEUE
 
@@ -405,8 +406,10 @@ async def test_a_march_whose_troops_left_after_its_read_is_judged_again(
         error = await resp.json()
         assert resp.status == 409 and error["error"]["code"] == "insufficient_troops", error
         assert error["error"]["details"]["available"] == {"legionnaire": 5}, error
-        # two runs, each from its read; the second refused it there
-        assert len(reads) == 2 and taken == [{"legionnaire": 6}]
+        # two runs, each from its read; the second refused it there (where the key's answer
+        # cannot be read along, SQLite, the framework reads it after the refusal)
+        game_reads = [r for r in reads if r[1] is not commands._STORED]
+        assert len(game_reads) == 2 and taken == [{"legionnaire": 6}]
         async with engine.connect() as conn:
             assert await conn.scalar(select(func.count()).select_from(March)) == 0
             home = await conn.scalar(select(Troop.count).where(Troop.village_id == village))
