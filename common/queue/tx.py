@@ -58,9 +58,10 @@ class WorldShape:
 class Tx:
     """A game transaction.
 
-    ``session``: the AsyncSession of the transaction (a command's is made on first use,
-    on the transaction's ``connection``: a command whose statements all go through
-    ``rows``, ``read`` and ``Stocks`` never pays for one). ``stocks``: the game's stock
+    ``session``: the AsyncSession of the transaction (a command's is made on first use, in
+    its ``command`` transaction, ``db.command_transaction``: a command whose statements all
+    go through ``rows``, ``read`` and ``Stocks`` never pays for one, and one that only
+    reads takes no connection of its own). ``stocks``: the game's stock
     statements (settle, spend, deposit, rates). ``now_ms``: the time the
     work happens at (a command's arrival, an event's run). ``player_id``: the
     commanding player (None in handlers). ``kinds``: the event kinds the loaded
