@@ -29,12 +29,12 @@ from db.connection_shelf import ConnectionShelf
 
 
 class CommandTransaction:
-    __slots__ = ("_began", "_conn", "_session", "_shelf")
+    __slots__ = ("_session", "_shelf", "_taken")
 
     def __init__(self, shelf: ConnectionShelf) -> None:
         self._shelf = shelf
-        self._conn: AsyncConnection | None = None  # from the shelf, in its transaction
-        self._began: AbstractAsyncContextManager[None] | None = None
+        # the connection from the shelf and its begun transaction, once taken
+        self._taken: tuple[AsyncConnection, AbstractAsyncContextManager[None]] | None = None
         self._session: AsyncSession | None = None
 
     @property
@@ -45,12 +45,12 @@ class CommandTransaction:
     def holds_connection(self) -> bool:
         """Has it taken its connection yet? Until then nothing of the command ran in its
         transaction, and its reads may be shared."""
-        return self._conn is not None
+        return self._taken is not None
 
     async def connection(self) -> AsyncConnection:
         """The transaction's connection, taken (and its transaction begun) on the first ask."""
-        if self._conn is not None:
-            return self._conn
+        if self._taken is not None:
+            return self._taken[0]
         conn = await self._shelf.take()
         began = driver.transaction(conn)
         try:
@@ -58,7 +58,7 @@ class CommandTransaction:
         except BaseException:
             await self._shelf.give_back(conn)
             raise
-        self._conn, self._began = conn, began
+        self._taken = (conn, began)
         return conn
 
     def session(self) -> AsyncSession:
@@ -67,7 +67,7 @@ class CommandTransaction:
             self._session = AsyncSession(
                 sync_session_class=_CommandSession,
                 expire_on_commit=False,
-                info={_COMMAND: self, _ENGINE: self._shelf.engine.sync_engine},
+                info={_COMMAND: self},
             )
         return self._session
 
@@ -81,34 +81,30 @@ class CommandTransaction:
         trace: TracebackType | None,
     ) -> None:
         """Commit, or roll back when the block raised; the connection goes back either way."""
-        conn, began, session = self._conn, self._began, self._session
-        if session is not None:  # its objects; the transaction it joined ends below
-            await session.close()
-        if conn is None or began is None:
+        if self._session is not None:  # its objects; the transaction it joined ends below
+            await self._session.close()
+        if self._taken is None:
             return  # nothing ran in it
+        conn, began = self._taken
         try:
             await began.__aexit__(kind, error, trace)
         finally:
             await self._shelf.give_back(conn)
 
 
-_COMMAND = "db.command_transaction.command"
-_ENGINE = "db.command_transaction.engine"
-_CONNECTION = "db.command_transaction.connection"
+_COMMAND = "db.command_transaction.command"  # the key of a session's command in its info
 
 
 class _CommandSession(Session):
     """A session on its command's connection, which its first statement takes."""
 
     def get_bind(self, *args: Any, **kw: Any) -> Engine | Connection:
-        taken: Connection | None = self.info.get(_CONNECTION)
-        if taken is not None:
-            return taken
-        if not in_greenlet():  # asked outside a statement (for its dialect): no need to take
-            engine: Engine = self.info[_ENGINE]
-            return engine
         command: CommandTransaction = self.info[_COMMAND]
-        conn = await_only(command.connection()).sync_connection
-        assert conn is not None
-        self.info[_CONNECTION] = conn
-        return conn
+        if command._taken is not None:
+            conn = command._taken[0]
+        elif not in_greenlet():  # asked outside a statement (for its dialect): take nothing
+            return command._shelf.engine.sync_engine
+        else:
+            conn = await_only(command.connection())
+        assert conn.sync_connection is not None
+        return conn.sync_connection
