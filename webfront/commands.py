@@ -153,7 +153,6 @@ def command_handler(
         key = idempotency.key_of(request)
         body = await read_body(request, route.body_model)
         engine, shelf = app[ENGINE], app[SHELF]
-        digest = idempotency.request_hash(full_path, body) if key else ""
         # A key is not looked up first: a repeat runs into the stored row's primary key
         # (or a rule the first run changed), rolls back and is answered from the row
         # below, so the common first use of a key costs no extra round trip.
@@ -194,6 +193,7 @@ def command_handler(
                     events, rows = durable_rows(tx.events, clock=app[CLOCK], ids=app[IDS])
                     writes: list[driver.Write] = [(INSERT_EVENT, row) for row in rows]
                     if key:
+                        digest = idempotency.request_hash(full_path, body)
                         answer = (player_id, key, digest, route.status, result, now)
                         writes.append((idempotency.STORE, idempotency.record(*answer)))
                     # the closing statement (one round trip on PostgreSQL) commits by
@@ -204,13 +204,13 @@ def command_handler(
                 break
             except _Refused as refused:
                 if refused.stored is not None:
-                    return idempotency.replay(request, refused.stored, digest)
+                    return idempotency.replay(request, refused.stored, full_path, body)
                 raise rule_error(refused.rule) from None
             except Exception as exc:
                 # whatever stopped a repeat (the key's row, a rule, a conflict), it rolled
                 # back: the first answer is the answer
                 if key and (stored := await idempotency.lookup(engine, player_id, key)):
-                    return idempotency.replay(request, stored, digest)
+                    return idempotency.replay(request, stored, full_path, body)
                 if isinstance(exc, rule_errors):
                     raise rule_error(exc) from None
                 wait = attempts.again(exc, committing)

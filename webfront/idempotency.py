@@ -93,8 +93,11 @@ def record(
     }
 
 
-def replay(request: web.Request, stored: Stored, digest: str) -> web.Response:
-    if stored.request_hash != digest:
+def replay(request: web.Request, stored: Stored, path: str, body: BaseModel) -> web.Response:
+    """The stored answer to a repeat of the request (``path``, ``body``) that made it; 422 for
+    another request with the same key. The hash is taken here, when a key's row is found,
+    not for every command that carries a key: most never meet their row."""
+    if stored.request_hash != request_hash(path, body):
         raise ApiError(
             422,
             "idempotency_key_reused",

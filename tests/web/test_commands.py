@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp.test_utils import TestClient
+from pydantic import BaseModel
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,6 +20,7 @@ from db.models import IdempotentResponse, ScheduledEvent
 from tests.web.conftest import ON_BOTH_TOPOLOGIES, MakeClient, RegisterFn
 from tests.web.helpers import set_wood, wood_fixed
 from tests.web.minigame.commands import AFTER_COMMIT_LOG
+from webfront import idempotency
 from webfront.config import Limit
 
 SPEND = "/api/test/spend"
@@ -130,6 +133,30 @@ async def test_refused_commands_are_not_remembered(
     await set_wood(engine, alice.village_id, 50)
     assert (await client.post(SPEND, json=body, headers=headers)).status == 200
     assert await wood_fixed(engine, alice.village_id) == 30 * SCALE
+
+
+async def test_a_request_is_hashed_only_to_store_or_compare_its_answer(
+    client: TestClient, register: RegisterFn, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal stores nothing and meets no stored answer: it takes no hash of its request
+    (a repeat's comparison with the stored hash: the reuse test above)."""
+    hashed: list[str] = []
+    request_hash = idempotency.request_hash
+
+    def counted(path: str, body: BaseModel) -> str:
+        hashed.append(path)
+        return request_hash(path, body)
+
+    monkeypatch.setattr(idempotency, "request_hash", counted)
+    alice = await register("Alice")
+    await set_wood(engine, alice.village_id, 10)
+    headers = {**alice.auth, "Idempotency-Key": "k"}
+    body = {"village_id": alice.village_id, "wood": 20}
+    assert (await client.post(SPEND, json=body, headers=headers)).status == 409
+    assert hashed == []
+    await set_wood(engine, alice.village_id, 50)
+    assert (await client.post(SPEND, json=body, headers=headers)).status == 200
+    assert hashed == [SPEND]  # stored with the answer
 
 
 async def test_concurrent_spends_never_overspend(
