@@ -23,7 +23,8 @@ _packb = msgpack.Packer(use_bin_type=True).pack
 
 def wants_msgpack(request: web.Request) -> bool:
     accept = request.headers.get("Accept")
-    return accept is not None and any(t in accept for t in _MSGPACK_TYPES)
+    # most clients send no Accept, or one that names no msgpack type
+    return accept is not None and "msgpack" in accept and any(t in accept for t in _MSGPACK_TYPES)
 
 
 def encode(data: Any, msgpack_format: bool) -> bytes:

@@ -45,6 +45,7 @@ from webfront import idempotency, ratelimit
 from webfront.auth import authenticate
 from webfront.codec import respond
 from webfront.errors import ApiError
+from webfront.guard import error_response
 from webfront.routing import Endpoint
 from webfront.state import (
     CLOCK,
@@ -205,7 +206,7 @@ def command_handler(
             except _Refused as refused:
                 if refused.stored is not None:
                     return idempotency.replay(request, refused.stored, full_path, body)
-                raise rule_error(refused.rule) from None
+                return error_response(request, rule_error(refused.rule))  # an answer: not raised
             except Exception as exc:
                 # whatever stopped a repeat (the key's row, a rule, a conflict), it rolled
                 # back: the first answer is the answer
