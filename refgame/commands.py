@@ -126,7 +126,7 @@ def _short_by_a_fraction(cost: dict[str, int]) -> NoReturn:
     )
 
 
-def pay_at_commit(tx: CommandTx, village_id: int, cost: dict[str, int], seen: _Seen) -> int:
+def pay_at_commit(tx: CommandTx, village_id: int, cost: Cost, seen: _Seen) -> int:
     """Spend ``cost`` from the stock the command's one read saw (build, train); returns the
     time it is settled at. The overdue check and the cost are judged on that read, so a
     refusal writes nothing; the spend itself goes in the closing statement, and only if
@@ -134,10 +134,10 @@ def pay_at_commit(tx: CommandTx, village_id: int, cost: dict[str, int], seen: _S
     (``StaleRead``) and judges the stock as it is then."""
     if seen.overdue:  # require_settled, read with the rest
         raise EventsPending("this village has events finishing right now; retry in a moment")
-    check_affordable(Cost.of(cost), {r: to_units(n) for r, n in seen.stock.items()})
-    fixed = {r: to_fixed(n) for r, n in cost.items()}
+    check_affordable(cost, {r: to_units(n) for r, n in seen.stock.items()})
+    fixed = {r: to_fixed(n) for r, n in cost.as_dict().items()}
     if any(seen.stock.get(r, 0) < n for r, n in fixed.items()):
-        _short_by_a_fraction(cost)
+        _short_by_a_fraction(cost.as_dict())
     tx.require_at_commit(*STOCKS.spend_at(village_id, fixed, seen.at_ms, seen.dialect))
     return seen.at_ms
 
@@ -153,7 +153,7 @@ async def _place_order(
     tx: CommandTx,
     player_id: int,
     village_id: int,
-    cost: dict[str, int],
+    cost: Cost,
     seen: _Seen,
     order: type[BuildOrder] | type[TrainingOrder],
     done_event: str,
@@ -233,7 +233,7 @@ async def build(tx: CommandTx, player_id: int, village_id: int, kind: str) -> di
     queued = [BuildOrderInfo(name, n, done_ms) for name, n, done_ms in seen.queued]
     plan = plan_build(kind, seen.buildings, queued, tx.now_ms, tx.world_speed)
     order_id, spent_ms = await _place_order(
-        tx, player_id, village_id, plan.cost.as_dict(), seen, BuildOrder, BUILD_DONE,
+        tx, player_id, village_id, plan.cost, seen, BuildOrder, BUILD_DONE,
         kind=plan.kind, target_level=plan.target_level,
         started_ms=plan.start_ms, done_ms=plan.done_ms,
     )  # fmt: skip
@@ -258,7 +258,7 @@ async def train(
     queued = [done_ms for _, _, done_ms in seen.queued]
     plan = plan_training(unit, count, barracks, queued, tx.now_ms, tx.world_speed)
     order_id, spent_ms = await _place_order(
-        tx, player_id, village_id, plan.cost.as_dict(), seen, TrainingOrder, TRAIN_DONE,
+        tx, player_id, village_id, plan.cost, seen, TrainingOrder, TRAIN_DONE,
         unit=plan.unit, count=plan.count, started_ms=plan.start_ms, done_ms=plan.done_ms,
     )  # fmt: skip
     return {
