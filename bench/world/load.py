@@ -12,6 +12,7 @@ import random
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ class Sim:
     target: tuple[int, int]
     push: bool
     etag: str | None = None
+    fetching: int = -1  # the pushed version a fetch is under way for
 
 
 @dataclass
@@ -70,13 +72,17 @@ class Tally:
 
 
 class Stream(asyncio.Protocol):
-    """One player's ``GET /api/events``: counts the events it is pushed."""
+    """One player's ``GET /api/events``: counts the events it is pushed and tells
+    ``on_version`` of each ``version`` event's version (the page fetches its snapshot)."""
 
-    def __init__(self, request: bytes, tally: Tally) -> None:
-        self.request, self.tally = request, tally
+    def __init__(
+        self, request: bytes, tally: Tally, on_version: Callable[[int], None] | None = None
+    ) -> None:
+        self.request, self.tally, self.on_version = request, tally, on_version
         self.started = False
         self.closing = False
         self.head = b""
+        self.partial = b""  # an event whose end has not arrived yet
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport.write(self.request)  # type: ignore[attr-defined]
@@ -93,7 +99,16 @@ class Stream(asyncio.Protocol):
             self.started = True
             self.tally.streams_open += 1
             data = self.head.split(b"\r\n\r\n", 1)[1]
-        self.tally.stream_events += data.count(b"\n\n")
+        *events, self.partial = (self.partial + data).split(b"\n\n")
+        self.tally.stream_events += len(events)
+        if self.on_version is None:
+            return
+        for event in events:
+            # an event may follow the chunked encoding's size line of its write
+            at = event.find(b"event: version\n")
+            if at >= 0:
+                data_line = event[at:].split(b"\n", 2)[1]
+                self.on_version(int(json.loads(data_line.removeprefix(b"data: "))["version"]))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.started:
@@ -174,7 +189,10 @@ class Generator:
 
     async def act(self, action: str, who: int, arg: int, due: float) -> None:
         sim = self.sims[who]
-        kind = "command" if action in ("order", "march", "recall") else action
+        # a fetch after a push is a snapshot GET like a poll, and held to the poll's level
+        kind = {"order": "command", "march": "command", "recall": "command", "fetch": "poll"}.get(
+            action, action
+        )
         try:
             outcome = await getattr(self, f"do_{action}")(sim, who, arg, due)
         except TimeoutError:
@@ -185,7 +203,7 @@ class Generator:
             if outcome.startswith("error"):
                 self.tally.error(due, f"{action}_{outcome}")
             self.tally.done(kind, due, outcome)
-            if kind == "command":
+            if kind != action:
                 self.tally.done(action, due, outcome)
 
     def auth(self, sim: Sim) -> dict[str, str]:
@@ -196,13 +214,31 @@ class Generator:
         when these failed: a player retries, and the failure is counted)."""
         m = self.model
         poll = m.push_poll_interval_s if sim.push else m.poll_interval_s
-        self.at(due + poll, "poll", who)
+        self.at(due + self.rng.uniform(0, poll), "poll", who)  # each page's own phase
         self.at(due + self.rng.uniform(0, m.command_interval_s), "order", who)
         self.at(due + self.rng.uniform(0, m.march_interval_s), "march", who)
         outcome = await self.snapshot(sim, None)
         if sim.push:
-            await self.open_stream(sim)
+            await self.open_stream(sim, who)
         return outcome
+
+    def pushed(self, who: int, version: int) -> None:
+        """A ``version`` event: as the SDK's poller does, fetch the snapshot at once when
+        the version is newer than the one held (and not already being fetched)."""
+        sim = self.sims[who]
+        held = int(sim.etag.removeprefix("W/").strip('"')) if sim.etag else -1
+        if version <= max(held, sim.fetching):
+            return
+        sim.fetching = version
+        task = asyncio.create_task(self.act("fetch", who, 0, time.perf_counter()))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def do_fetch(self, sim: Sim, _who: int, _arg: int, _due: float) -> str:
+        try:
+            return await self.snapshot(sim, sim.etag or '"0"')
+        finally:
+            sim.fetching = -1
 
     async def snapshot(self, sim: Sim, etag: str | None) -> str:
         assert self.http is not None
@@ -274,7 +310,7 @@ class Generator:
             sim.token = str(data["token"])
             return "done"
 
-    async def open_stream(self, sim: Sim) -> None:
+    async def open_stream(self, sim: Sim, who: int) -> None:
         host, port = self.host.rsplit(":", 1)
         request = (
             f"GET /api/events HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer "
@@ -282,7 +318,9 @@ class Generator:
         ).encode()
         loop = asyncio.get_running_loop()
         transport, stream = await loop.create_connection(
-            lambda: Stream(request, self.tally), host, int(port)
+            lambda: Stream(request, self.tally, lambda version: self.pushed(who, version)),
+            host,
+            int(port),
         )
         self.streams.append((transport, stream))
 

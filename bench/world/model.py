@@ -39,7 +39,8 @@ class PlayerModel:
 
     poll_interval_s: float = 10.0  # a visible tab: GET /api/snapshot with If-None-Match
     push_share: float = 0.25  # of players hold GET /api/events open ...
-    push_poll_interval_s: float = 60.0  # ... and then poll this rarely (the page listens)
+    # ... and then poll this rarely, and fetch the snapshot when the stream says it changed
+    push_poll_interval_s: float = 60.0
     command_interval_s: float = 120.0  # build or train (or recall a march), mean
     march_interval_s: float = 600.0  # a raid on a nearby bot village, mean
     recall_share: float = 0.25  # of marches are called back a few seconds after leaving
@@ -52,7 +53,9 @@ class PlayerModel:
         return asdict(self)
 
     def requests_per_player_s(self) -> float:
-        """Requests per second one player sends on average (streams not counted)."""
+        """Requests per second one player sends on average, as the model schedules them
+        (streams not counted, nor the fetches a stream's pushes bring: their rate is how
+        often a player's snapshot changes, which the run measures)."""
         polls = (1 - self.push_share) / self.poll_interval_s
         polls += self.push_share / self.push_poll_interval_s
         commands = 1 / self.command_interval_s

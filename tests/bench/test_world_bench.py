@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.readme import load_published, render, update_readme
+from bench.world.load import Stream, Tally
 from bench.world.model import SLO, hist_quantile, share_within, verdicts
 from bench.world.run import Plan, next_players
 from tests.bench.test_readme_bench import README_TEXT, table_rows
@@ -42,6 +43,21 @@ def _plan(**changes: Any) -> Plan:
     return Plan(**{**base, **changes})
 
 
+def test_a_stream_tells_each_pushed_version_once_it_is_whole() -> None:
+    tally = Tally(0.0, 1.0)
+    versions: list[int] = []
+    stream = Stream(b"", tally, versions.append)
+    stream.data_received(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: ver")
+    assert versions == [] and tally.streams_open == 1
+    stream.data_received(b'sion\ndata: {"version":7}\n\nevent: alert\ndata: {"kind":"x"}\n')
+    assert versions == [7] and tally.stream_events == 1
+    # a write's chunk size line (chunked transfer encoding) before its event
+    stream.data_received(
+        b'\nevent: resync\ndata: {}\n\n\r\n23\r\nevent: version\ndata: {"version":9}\n\n'
+    )
+    assert versions == [7, 9] and tally.stream_events == 4
+
+
 def test_the_search_doubles_then_bisects_and_stops() -> None:
     plan = _plan()
     steps = [{"players": 100, "ok": True}]
@@ -59,6 +75,8 @@ def test_the_search_doubles_then_bisects_and_stops() -> None:
 def _check_step(step: dict[str, Any]) -> None:
     assert step["players"] in (20, 40)
     assert step["requests"]["poll"] > 0 and step["requests"]["command"] > 0
+    # the stream's pushes brought snapshot fetches, held to the poll's level with the polls
+    assert 0 < step["requests"]["fetch"] <= step["requests"]["poll"]
     assert step["requests"]["command"] == sum(
         step["requests"].get(k, 0) for k in ("order", "march", "recall")
     )
