@@ -135,9 +135,10 @@ def pay_at_commit(tx: CommandTx, village_id: int, cost: Cost, seen: _Seen) -> in
     if seen.overdue:  # require_settled, read with the rest
         raise EventsPending("this village has events finishing right now; retry in a moment")
     check_affordable(cost, {r: to_units(n) for r, n in seen.stock.items()})
-    fixed = {r: to_fixed(n) for r, n in cost.as_dict().items()}
+    amounts = cost.as_dict()
+    fixed = {r: to_fixed(n) for r, n in amounts.items()}
     if any(seen.stock.get(r, 0) < n for r, n in fixed.items()):
-        _short_by_a_fraction(cost.as_dict())
+        _short_by_a_fraction(amounts)
     tx.require_at_commit(*STOCKS.spend_at(village_id, fixed, seen.at_ms, seen.dialect))
     return seen.at_ms
 

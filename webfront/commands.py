@@ -206,14 +206,14 @@ def command_handler(
             except _Refused as refused:
                 if refused.stored is not None:
                     return idempotency.replay(request, refused.stored, full_path, body)
-                return error_response(request, rule_error(refused.rule))  # an answer: not raised
+                return error_response(request, rule_error(refused.rule))  # answered, not raised
             except Exception as exc:
                 # whatever stopped a repeat (the key's row, a rule, a conflict), it rolled
                 # back: the first answer is the answer
                 if key and (stored := await idempotency.lookup(engine, player_id, key)):
                     return idempotency.replay(request, stored, full_path, body)
                 if isinstance(exc, rule_errors):
-                    raise rule_error(exc) from None
+                    return error_response(request, rule_error(exc))
                 wait = attempts.again(exc, committing)
                 if wait is None and isinstance(exc, StaleRead):
                     raise ApiError(

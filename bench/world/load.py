@@ -27,6 +27,9 @@ TRAIN = {"unit": "legionnaire", "count": 1}
 RAID = {"legionnaire": 2}
 REFUSED = 409  # a game rule said no (cannot pay, queue full, too late to recall)
 GONE = 404  # the march to recall has arrived meanwhile
+# actions measured (and held to a service level) under another kind besides their own: a
+# fetch after a push is a snapshot GET like a poll
+_MEASURED_AS = {"order": "command", "march": "command", "recall": "command", "fetch": "poll"}
 DRAIN_S = 12.0  # after the window: requests in flight finish (the client timeout is 10 s)
 
 
@@ -189,10 +192,7 @@ class Generator:
 
     async def act(self, action: str, who: int, arg: int, due: float) -> None:
         sim = self.sims[who]
-        # a fetch after a push is a snapshot GET like a poll, and held to the poll's level
-        kind = {"order": "command", "march": "command", "recall": "command", "fetch": "poll"}.get(
-            action, action
-        )
+        kind = _MEASURED_AS.get(action, action)
         try:
             outcome = await getattr(self, f"do_{action}")(sim, who, arg, due)
         except TimeoutError:
