@@ -57,6 +57,39 @@ IDEMPOTENCY_SQL = (
 )
 
 
+class BareBuild:
+    """The hand-written build transaction (also the world bench's floor for a command or an
+    event: ``bench.world.floor``)."""
+
+    def __init__(self) -> None:
+        self.spend = spend_sql()
+        self.cost = build_cost("woodcutter", 1).as_dict()
+        self.fixed = [to_fixed(self.cost.get(r.name, 0)) for r in RESOURCE_TYPES]
+        self.next_event = int(time.time() * 1000) << 16 | secrets.randbelow(1 << 12) << 4
+
+    async def run(
+        self, conn: asyncpg.Connection, village_id: int, kind: str, key: str
+    ) -> str | None:
+        """Build ``kind`` in ``village_id`` in one transaction; the answer's JSON, or None
+        when the stock does not cover the cost (nothing written)."""
+        now = int(time.time() * 1000)
+        async with conn.transaction():
+            row = await conn.fetchrow(self.spend, village_id, now, *self.fixed)
+            if row is None:
+                return None
+            done = now + 60_000
+            order_id = await conn.fetchval(ORDER_SQL, village_id, kind, now, done)
+            self.next_event += 1
+            payload = json.dumps({"order_id": order_id}).encode()
+            await conn.execute(EVENT_SQL, self.next_event, village_id, done, payload, now)
+            result = {"order_id": order_id, "kind": kind, "target_level": 1, "cost": self.cost,
+                      "spent_ms": int(row[0]), "started_ms": now, "done_ms": done}  # fmt: skip
+            text = json.dumps(result)
+            if key:
+                await conn.execute(IDEMPOTENCY_SQL, row[1], key, "0" * 64, text, now)
+        return text
+
+
 def _error(status: int, code: str, message: str) -> web.Response:
     body = json.dumps({"error": {"code": code, "message": message}})
     return web.Response(status=status, text=body, content_type="application/json")
@@ -69,16 +102,12 @@ async def serve_bare_commands(port: int) -> None:
     dsn = os.environ["DATABASE_URL"].replace("postgresql+asyncpg://", "postgresql://")
     # the web tier's pool: 10 kept, up to 30 (db.engine's pool_size + max_overflow)
     pool = await asyncpg.create_pool(dsn, min_size=10, max_size=30)
-    spend = spend_sql()
-    cost = build_cost("woodcutter", 1).as_dict()
-    fixed = [to_fixed(cost.get(r.name, 0)) for r in RESOURCE_TYPES]
-    next_event = int(time.time() * 1000) << 16 | secrets.randbelow(1 << 12) << 4
+    bare = BareBuild()
 
     async def hello(_request: web.Request) -> web.Response:
         return web.Response(text="hello")
 
     async def build(request: web.Request) -> web.Response:
-        nonlocal next_event
         if not request.headers.get("Authorization", "").startswith("Bearer "):
             return _error(401, "unauthorized", "log in first")
         key = request.headers.get("Idempotency-Key", "")
@@ -88,25 +117,14 @@ async def serve_bare_commands(port: int) -> None:
             kind = str(body["kind"])
         except (ValueError, KeyError, TypeError):
             return _error(400, "invalid_body", "a JSON object with village_id and kind")
-        now = int(time.time() * 1000)
-        async with pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(spend, village_id, now, *fixed)
-            if row is None:
-                raise web.HTTPConflict(
-                    text=json.dumps({"error": {"code": "insufficient_resources",
-                                               "message": "not enough resources"}}),
-                    content_type="application/json",
-                )  # fmt: skip
-            done = now + 60_000
-            order_id = await conn.fetchval(ORDER_SQL, village_id, kind, now, done)
-            next_event += 1
-            payload = json.dumps({"order_id": order_id}).encode()
-            await conn.execute(EVENT_SQL, next_event, village_id, done, payload, now)
-            result = {"order_id": order_id, "kind": kind, "target_level": 1, "cost": cost,
-                      "spent_ms": int(row[0]), "started_ms": now, "done_ms": done}  # fmt: skip
-            text = json.dumps(result)
-            if key:
-                await conn.execute(IDEMPOTENCY_SQL, row[1], key, "0" * 64, text, now)
+        async with pool.acquire() as conn:
+            text = await bare.run(conn, village_id, kind, key)
+        if text is None:
+            raise web.HTTPConflict(
+                text=json.dumps({"error": {"code": "insufficient_resources",
+                                           "message": "not enough resources"}}),
+                content_type="application/json",
+            )  # fmt: skip
         return web.Response(text=text, content_type="application/json")
 
     app = web.Application()
