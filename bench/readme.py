@@ -308,6 +308,19 @@ def _millicores(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _floor_note(floor: Any) -> str:
+    """The world's floor (``bench.world.floor``), where the run measured one."""
+    if not floor or not floor.get("players_on_these_cores"):
+        return ""
+    mc = sum(floor["millicores_per_player"].values())
+    return (
+        f"; the same traffic on bare parts (aiohttp hello, the snapshot statement and the "
+        f"hand-written command transaction on asyncpg) costs {_millicores(mc)} millicores a "
+        f"player, {floor['players_on_these_cores']:,} players on these cores at most: the "
+        f"servers use {floor['ours_to_floor']:g} x the floor"
+    )
+
+
 def world_row(r: Result) -> Row:
     setup, limit, cpu = r.get("setup"), r.get("first_limit"), r.get("cpu_millicores_per_player")
     slo, target = r.get("slo"), r.get("target")
@@ -329,7 +342,7 @@ def world_row(r: Result) -> Row:
         f"{limit['title']}{at}{cause}; CPU per player (millicores): {shares}, load "
         f"generator {_millicores(cpu.get('load_generator', 0.0))} apart; "
         f"{projected or 0:,} players on these {cores} cores with the load generator elsewhere "
-        "(projected)",
+        f"(projected){_floor_note(r.data.get('floor'))}",
         "—",
         "—",
         f"≥ {target['players']:,} players at poll p99 < {slo['poll_p99_ms']:g} ms, command "

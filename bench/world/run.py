@@ -21,6 +21,7 @@ from bench.databases import DEFAULT_PG_ADMIN_URL, drop_database, fresh_database
 from bench.host import load_average, redis_version, warn_if_busy
 from bench.prefix import clear_prefix
 from bench.push import raise_fd_limit
+from bench.world.floor import Costs, Traffic, floor_figures, measure_costs
 from bench.world.model import (
     LIMIT_TITLES,
     SATURATED,
@@ -51,6 +52,7 @@ TICK = "tick_shard_seconds"
 TARGET_PLAYERS = 100_000
 SPAWN_S = 2.0  # the generators start together this long after being spawned
 SERVER_TIERS = ("web", "task_server", "postgres", "redis")
+FLOOR_S = 10.0  # seconds each kind of the floor's traffic runs
 
 
 @dataclass(frozen=True)
@@ -288,11 +290,18 @@ def next_players(steps: list[dict[str, Any]], plan: Plan) -> int | None:
     return mid
 
 
-def summarize(steps: list[dict[str, Any]], plan: Plan) -> dict[str, Any]:
+def basis_step(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The step CPU per player is taken from: the largest that held, else the smallest."""
     held = [s for s in steps if s["ok"]]
+    if held:
+        return max(held, key=lambda s: s["players"])
+    return min(steps, key=lambda s: s["players"])
+
+
+def summarize(steps: list[dict[str, Any]], plan: Plan) -> dict[str, Any]:
     missed = sorted((s for s in steps if not s["ok"]), key=lambda s: s["players"])
-    best = max(held, key=lambda s: s["players"]) if held else None
-    basis = best or min(steps, key=lambda s: s["players"])
+    basis = basis_step(steps)
+    best = basis if basis["ok"] else None
     cores = os.cpu_count() or 1
     per_player = {t: c["millicores_per_player"] for t, c in basis["cpu"].items()}
     servers = sum(v for t, v in per_player.items() if t in SERVER_TIERS)
@@ -358,6 +367,7 @@ async def world_bench(
     database = None
     procs = None
     steps: list[dict[str, Any]] = []
+    floor: tuple[Traffic, Costs] | None = None
     try:
         database = await fresh_database(
             db, db_name, url, pg_admin_url, redis_prefix=prefix, world_speed=plan.world_speed,
@@ -383,6 +393,9 @@ async def world_bench(
         from bench.host import db_version
 
         db_ver = await db_version(database.engine)
+        procs.stop()  # the floor is measured on a quiet machine
+        procs = None
+        floor = await measure_floor(plan, world, basis_step(steps))
     finally:
         if procs is not None:
             procs.stop()
@@ -393,6 +406,10 @@ async def world_bench(
         if embedded is not None:
             embedded.stop()
     summary = summarize(steps, plan)
+    if floor is not None:
+        summary["floor"] = floor_figures(
+            floor[0], floor[1], summary["cpu_millicores_per_player"], os.cpu_count() or 1
+        )
     setup = {
         "db": db, "web_processes": plan.web_workers, "task_servers": plan.task_servers,
         "load_processes": plan.load_processes, "connections_per_load_process": plan.connections,
@@ -413,6 +430,28 @@ async def world_bench(
     figures["json"] = str(report.save_json(out, "world", {"machine": machine, **figures}))
     report.console.print(f"wrote {figures['json']} and {figures['plot']}", highlight=False)
     return figures
+
+
+async def measure_floor(
+    plan: Plan, world: World, basis: dict[str, Any]
+) -> tuple[Traffic, Costs] | None:
+    """The basis step's traffic and its cost on bare parts (``bench.world.floor``); None on
+    SQLite, which has no server process whose CPU the bare statements could be read from."""
+    db = world.db
+    if db.kind != "postgresql":
+        return None
+    traffic = Traffic.of(basis, plan.window_s)
+    report.console.print(
+        f"world: the floor of {traffic.players:,} players' traffic on bare parts ...",
+        highlight=False,
+    )
+    dsn = db.settings.database_url.replace("postgresql+asyncpg://", "postgresql://")
+    players = world.players[: traffic.players]
+    costs = await measure_costs(
+        traffic, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
+        seconds=min(FLOOR_S, plan.window_s / 2),
+    )  # fmt: skip
+    return traffic, costs
 
 
 def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
@@ -441,6 +480,16 @@ def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
            else ""),
         highlight=False,
     )  # fmt: skip
+    floor = summary.get("floor")
+    if floor is not None and floor["players_on_these_cores"]:
+        mc = floor["millicores_per_player"]
+        report.console.print(
+            f"floor: the same traffic on bare parts, {sum(mc.values()):.3g} millicores per "
+            f"player (web {mc['web']:.3g}, task {mc['task_server']:.3g}, PostgreSQL "
+            f"{mc['postgres']:.3g}): {floor['players_on_these_cores']:,} players on these "
+            f"cores at most; the stack's servers use {floor['ours_to_floor']:g} x the floor",
+            highlight=False,
+        )
 
 
 def draw(ax: Any, steps: list[dict[str, Any]]) -> None:

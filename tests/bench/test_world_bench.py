@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.readme import load_published, render, update_readme
+from bench.world.floor import Costs, Traffic, floor_figures, paced
 from bench.world.load import Stream, Tally
 from bench.world.model import SLO, hist_quantile, share_within, verdicts
 from bench.world.run import Plan, next_players
@@ -70,6 +71,42 @@ def test_the_search_doubles_then_bisects_and_stops() -> None:
     assert next_players(steps, plan) is None  # two bisection steps taken
     assert next_players([{"players": 10_000, "ok": True}], plan) is None  # --max-players
     assert next_players([{"players": 100, "ok": False}], plan) == 50  # below the start
+
+
+def test_the_floor_prices_a_steps_traffic_per_player() -> None:
+    step = {
+        "players": 1000,
+        "requests": {"poll": 900, "fetch": 60, "command": 120, "order": 100, "march": 16,
+                     "recall": 4},
+        "outcomes": {"poll": {"full": 180, "not_modified": 720}, "fetch": {"full": 60}},
+        "event_lateness": {"count": 90},
+    }  # fmt: skip
+    traffic = Traffic.of(step, 30.0)
+    # every request a page sent; the answers that were whole snapshots
+    assert traffic == Traffic(1000, requests_per_s=36.0, builds_per_s=8.0, commands_per_s=4.0,
+                              events_per_s=3.0)  # fmt: skip
+    costs = Costs(http_server=100, build_postgres=400, build_client=200, write_postgres=500,
+                  write_client=300)  # fmt: skip
+    ours = {"web": 0.01, "task_server": 0.002, "postgres": 0.01, "redis": 0.001,
+            "load_generator": 5.0}  # fmt: skip
+    floor = floor_figures(traffic, costs, ours, cores=2)
+    # web: 36 x 100 + 8 x 200 + 4 x 300 µs a second for 1,000 players; task: 3 x 300;
+    # PostgreSQL: 8 x 400 + (4 + 3) x 500
+    assert floor["millicores_per_player"] == {
+        "web": 0.0064, "task_server": 0.0009, "postgres": 0.0067, "redis": 0.0,
+    }  # fmt: skip
+    assert floor["players_on_these_cores"] == 142_857  # 2,000 millicores / 0.014
+    assert floor["ours_to_floor"] == 1.64  # the servers' 0.023, the load generator apart
+
+
+async def test_the_floors_load_starts_each_operation_once() -> None:
+    ran: list[int] = []
+
+    async def op() -> None:
+        ran.append(len(ran))
+
+    assert await paced(1000.0, 0.01, op) == 10
+    assert ran == list(range(10))
 
 
 def _check_step(step: dict[str, Any]) -> None:
@@ -136,6 +173,11 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
         assert figures["first_limit"]["slo"] is None and len(steps) == 2
     assert figures["cpu_millicores_per_player"]["web"] > 0
     assert figures["target"] == {"players": 100_000, "met": False}
+    # the basis step's traffic, measured again on bare parts
+    floor = figures["floor"]
+    assert floor["traffic"]["players"] == figures["cpu_basis_players"]
+    assert all(v > 0 for v in floor["cpu_us_per_operation"].values())
+    assert floor["players_on_these_cores"] > 0 and floor["ours_to_floor"] > 0
     assert (out / "world.png").stat().st_size > 1000
     assert "largest N holding every service level" in proc.stdout
 
@@ -150,6 +192,7 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert what.startswith("world: the whole stack, 2 web processes + 2 task servers")
     assert row[0].startswith(f"{figures['max_players']:,} players within every service level")
     assert "load generator" in row[0] and "(projected)" in row[0]
+    assert f"the servers use {floor['ours_to_floor']:g} x the floor" in row[0]
     assert row[3].startswith("≥ 100,000 players") and row[4] == "**missed** (players)"
     readme = tmp_path / "README.md"
     readme.write_text(README_TEXT)

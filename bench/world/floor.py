@@ -1,0 +1,265 @@
+"""The floor beside the stack: what a measured step's traffic costs on bare parts.
+
+The step search says how many players the stack holds; the floor says how far that is
+from what the parts themselves cost on this machine, measured in the same run. The basis
+step's traffic (its HTTP requests, snapshot builds, commands and events per second, as
+measured) is replayed at the same rates on bare parts, one kind at a time, after the
+stack has stopped, on the world's own database:
+
+- every HTTP request: bare aiohttp answering "hello" (``bench.web``'s hello servers, as
+  many processes as the web tier runs): no session, no Redis, no JSON;
+- every snapshot build (a poll or a fetch answered in full): the game's snapshot
+  statement on asyncpg, run as the web tier's reads run it (generic plan, no JIT), for
+  one player, its rows not decoded;
+- every command and every event: the hand-written build transaction of ``bench web``'s
+  command ceiling (a conditional spend, an order row, an event row, an idempotency row,
+  one commit): an event does at least as much.
+
+Redis, the event streams and logins cost nothing at the floor. It is a lower bound of
+the work the traffic needs, not a design: CPU per player per tier at the floor, the
+players these cores would hold at it, and the stack's CPU per player against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import aiohttp
+import asyncpg
+from sqlalchemy.dialects import postgresql
+
+from bench.web.bare_commands import BareBuild
+from bench.web.servers import Servers
+from bench.world.stack import SimPlayer
+from db.driver import Prepared
+from gameapi.loading import load_game
+from webfront.snapshot import READ_SESSION
+from webfront.snapshot_build import builder_of
+
+HTTP_KINDS = ("arrive", "login", "poll", "fetch", "command")  # every request a page sends
+CONCURRENCY = 64  # operations in flight at most per probe (the load is open loop)
+HTTP_CONNECTIONS = 256
+POOL = 4  # database connections of a probe, each prepared before the measure
+WARMUP_S = 1.0
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What a step carried, per second of its window."""
+
+    players: int
+    requests_per_s: float
+    builds_per_s: float  # polls and fetches answered with a whole snapshot
+    commands_per_s: float
+    events_per_s: float
+
+    @staticmethod
+    def of(step: Mapping[str, Any], window_s: float) -> Traffic:
+        requests, outcomes = step["requests"], step["outcomes"]
+        builds = sum(outcomes.get(kind, {}).get("full", 0) for kind in ("poll", "fetch"))
+        return Traffic(
+            players=step["players"],
+            requests_per_s=sum(requests.get(k, 0) for k in HTTP_KINDS) / window_s,
+            builds_per_s=builds / window_s,
+            commands_per_s=requests.get("command", 0) / window_s,
+            events_per_s=step["event_lateness"]["count"] / window_s,
+        )
+
+
+@dataclass(frozen=True)
+class Costs:
+    """CPU microseconds of one operation on bare parts, at the rate the step ran it."""
+
+    http_server: float
+    build_postgres: float
+    build_client: float
+    write_postgres: float
+    write_client: float
+
+
+async def paced(rate: float, seconds: float, op: Callable[[], Awaitable[object]]) -> int:
+    """Start ``op()`` ``rate`` times a second for ``seconds``, on schedule whatever the
+    earlier ones do (at most ``CONCURRENCY`` at once); how many ran."""
+    count = max(1, round(rate * seconds))
+    slots = asyncio.Semaphore(CONCURRENCY)
+
+    async def one() -> None:
+        async with slots:
+            await op()
+
+    started = time.perf_counter()
+    tasks = []
+    for i in range(count):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    return count
+
+
+def cpu_ns(pids: Sequence[int]) -> int:
+    """Nanoseconds the threads of ``pids`` have run (``/proc/PID/task/*/schedstat``: exact,
+    where the clock ticks of ``/proc/PID/stat`` would round a short probe's few ms away)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+    return total
+
+
+Tiers = Mapping[str, Callable[[], Sequence[int]]]  # tier -> its pids now
+
+
+async def _cpu_us_per_op(
+    tiers: Tiers, rate: float, seconds: float, op: Callable[[], Awaitable[object]]
+) -> dict[str, float]:
+    """Each tier's CPU microseconds per ``op`` at ``rate`` (after a second at that rate
+    unmeasured: connections opened, statements prepared, as in a long run)."""
+    if rate <= 0:  # the step did none of it
+        return dict.fromkeys(tiers, 0.0)
+    await paced(rate, min(WARMUP_S, seconds), op)
+    before = {tier: cpu_ns(pids()) for tier, pids in tiers.items()}
+    count = await paced(rate, seconds, op)
+    return {
+        tier: max(0, cpu_ns(pids()) - before[tier]) / 1000 / count for tier, pids in tiers.items()
+    }
+
+
+async def http_cost(rate: float, seconds: float, workers: int) -> float:
+    servers = await Servers("hello", workers).start()
+    try:
+        connector = aiohttp.TCPConnector(limit=HTTP_CONNECTIONS)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            url = servers.url + "/hello"
+
+            async def get() -> None:
+                async with http.get(url) as response:
+                    await response.read()
+
+            tiers = {"server": lambda: servers.pids}
+            return (await _cpu_us_per_op(tiers, rate, seconds, get))["server"]
+    finally:
+        servers.stop()
+
+
+def _pool(dsn: str, settings: dict[str, str]) -> asyncpg.Pool:
+    # as ``db.engine`` connects: a game's snapshot statement is longer than asyncpg caches
+    # by default, and would be parsed and planned on every run
+    return asyncpg.create_pool(
+        dsn, min_size=POOL, max_size=POOL, server_settings=settings,
+        max_cacheable_statement_size=1 << 20,
+    )  # fmt: skip
+
+
+async def _measured(
+    pool: asyncpg.Pool,
+    op_on: Callable[[asyncpg.Connection], Awaitable[None]],
+    rate: float,
+    seconds: float,
+) -> tuple[float, float]:
+    """(PostgreSQL, client) CPU µs of ``op_on`` at ``rate``: its statements prepared on
+    each of the pool's connections first; PostgreSQL's CPU is that of the pool's own
+    backends (not of an autovacuum the stack's run left behind), the client's this
+    process's."""
+    held = [await pool.acquire() for _ in range(POOL)]
+    try:
+        backends = [conn.get_server_pid() for conn in held]
+        for conn in held:
+            await op_on(conn)
+    finally:
+        for conn in held:
+            await pool.release(conn)
+
+    async def op() -> None:
+        async with pool.acquire() as conn:
+            await op_on(conn)
+
+    me = os.getpid()
+    tiers = {"postgres": lambda: backends, "client": lambda: [me]}
+    used = await _cpu_us_per_op(tiers, rate, seconds, op)
+    return used["postgres"], used["client"]
+
+
+async def build_cost(
+    dsn: str, game: str, players: Sequence[SimPlayer], rate: float, seconds: float
+) -> tuple[float, float]:
+    """(PostgreSQL, client) µs of one run of ``game``'s snapshot statement for one player."""
+    builder = builder_of(load_game(game))
+    dialect = postgresql.asyncpg.dialect()  # type: ignore[attr-defined]
+    statement = builder.statement_for(dialect)
+    prepared = Prepared(statement, builder.compiled(dialect))
+    sql = prepared.compiled.string
+    settings = {**READ_SESSION, "jit": "off"}
+    async with _pool(dsn, settings) as pool:
+
+        async def read_on(conn: asyncpg.Connection) -> None:
+            player = random.choice(players)
+            await conn.fetch(sql, *prepared.arguments({"ids": [player.player_id]}))
+
+        return await _measured(pool, read_on, rate, seconds)
+
+
+async def write_cost(
+    dsn: str, players: Sequence[SimPlayer], rate: float, seconds: float
+) -> tuple[float, float]:
+    """(PostgreSQL, client) µs of one hand-written build transaction."""
+    bare = BareBuild()
+    async with _pool(dsn, {"jit": "off"}) as pool:
+
+        async def write_on(conn: asyncpg.Connection) -> None:
+            player = random.choice(players)
+            await bare.run(conn, player.village_id, "woodcutter", os.urandom(8).hex())
+
+        return await _measured(pool, write_on, rate, seconds)
+
+
+async def measure_costs(
+    traffic: Traffic,
+    *,
+    dsn: str,
+    game: str,
+    players: Sequence[SimPlayer],
+    web_workers: int,
+    seconds: float,
+) -> Costs:
+    writes = traffic.commands_per_s + traffic.events_per_s
+    http = await http_cost(traffic.requests_per_s, seconds, web_workers)
+    build_pg, build_client = await build_cost(dsn, game, players, traffic.builds_per_s, seconds)
+    write_pg, write_client = await write_cost(dsn, players, writes, seconds)
+    return Costs(http, build_pg, build_client, write_pg, write_client)
+
+
+def floor_figures(
+    traffic: Traffic, costs: Costs, ours_millicores: Mapping[str, float], cores: int
+) -> dict[str, Any]:
+    """Millicores per player per tier at the floor, the players ``cores`` hold at it, and
+    the stack's servers against it."""
+    t, c = traffic, costs
+    per_s = {  # CPU µs per second of the step's traffic, per tier
+        "web": t.requests_per_s * c.http_server + t.builds_per_s * c.build_client
+        + t.commands_per_s * c.write_client,
+        "task_server": t.events_per_s * c.write_client,
+        "postgres": t.builds_per_s * c.build_postgres
+        + (t.commands_per_s + t.events_per_s) * c.write_postgres,
+        "redis": 0.0,
+    }  # fmt: skip
+    millicores = {tier: round(us / 1000 / t.players, 4) for tier, us in per_s.items()}
+    floor = sum(millicores.values())
+    ours = sum(ours_millicores.get(tier, 0.0) for tier in millicores)
+    return {
+        "traffic": {k: round(v, 2) for k, v in asdict(traffic).items()},
+        "cpu_us_per_operation": {k: round(v, 1) for k, v in asdict(costs).items()},
+        "millicores_per_player": millicores,
+        "players_on_these_cores": int(cores * 1000 / floor) if floor > 0 else None,
+        "ours_to_floor": round(ours / floor, 2) if floor > 0 else None,
+    }
