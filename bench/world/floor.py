@@ -13,7 +13,9 @@ stack has stopped, on the world's own database:
   one player, its rows not decoded;
 - every command and every event: the hand-written build transaction of ``bench web``'s
   command ceiling (a conditional spend, an order row, an event row, an idempotency row,
-  one commit): an event does at least as much.
+  one commit) in a random player's village of the step; a village that cannot pay is
+  refused after the spend and writes nothing, as its player's commands are. An event
+  does at least as much.
 
 Redis, the event streams and logins cost nothing at the floor. It is a lower bound of
 the work the traffic needs, not a design: CPU per player per tier at the floor, the
