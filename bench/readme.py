@@ -317,7 +317,17 @@ def _floor_note(floor: Any) -> str:
         f"; the same traffic on bare parts (aiohttp hello, the snapshot statement and the "
         f"hand-written command transaction on asyncpg) costs {_millicores(mc)} millicores a "
         f"player, {floor['players_on_these_cores']:,} players on these cores at most: the "
-        f"servers use {floor['ours_to_floor']:g} x the floor"
+        f"servers use {floor['ours_to_floor']:g} x the floor" + _target_note(floor.get("at_target"))
+    )
+
+
+def _target_note(target: Any) -> str:
+    if not target:
+        return ""
+    return (
+        f"; {target['players']:,} players' snapshot reads and writes alone, on bare asyncpg "
+        f"at their rates, need {target['cores_at_least']:g} cores (PostgreSQL "
+        f"{target['postgres_cores']:g}) before any HTTP"
     )
 
 

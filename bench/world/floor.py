@@ -48,6 +48,9 @@ from webfront.snapshot_build import builder_of
 HTTP_KINDS = ("arrive", "login", "poll", "fetch", "command")  # every request a page sends
 CONCURRENCY = 64  # operations in flight at most per probe (the load is open loop)
 HTTP_CONNECTIONS = 256
+# the fastest a database probe runs: one bench process paces about this many operations a
+# second on its connections (per-operation costs fall as rates rise, and level off)
+MAX_PROBE_RATE = 3_000.0
 POOL = 4  # database connections of a probe, each prepared before the measure
 WARMUP_S = 1.0
 
@@ -73,6 +76,18 @@ class Traffic:
             commands_per_s=requests.get("command", 0) / window_s,
             events_per_s=step["event_lateness"]["count"] / window_s,
         )
+
+    @property
+    def writes_per_s(self) -> float:
+        return self.commands_per_s + self.events_per_s
+
+    def scaled(self, players: int) -> Traffic:
+        """The same traffic per player, for ``players`` players."""
+        k = players / self.players
+        return Traffic(
+            players, self.requests_per_s * k, self.builds_per_s * k, self.commands_per_s * k,
+            self.events_per_s * k,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -234,9 +249,25 @@ async def measure_costs(
     web_workers: int,
     seconds: float,
 ) -> Costs:
-    writes = traffic.commands_per_s + traffic.events_per_s
     http = await http_cost(traffic.requests_per_s, seconds, web_workers)
-    build_pg, build_client = await build_cost(dsn, game, players, traffic.builds_per_s, seconds)
+    return await database_costs(traffic, dsn=dsn, game=game, players=players, seconds=seconds,
+                                http=http)  # fmt: skip
+
+
+async def database_costs(
+    traffic: Traffic,
+    *,
+    dsn: str,
+    game: str,
+    players: Sequence[SimPlayer],
+    seconds: float,
+    http: float = 0.0,
+) -> Costs:
+    """The snapshot reads' and the writes' costs at ``traffic``'s rates (at most
+    ``MAX_PROBE_RATE``); ``http``: the requests' cost, measured apart."""
+    builds = min(traffic.builds_per_s, MAX_PROBE_RATE)
+    writes = min(traffic.writes_per_s, MAX_PROBE_RATE)
+    build_pg, build_client = await build_cost(dsn, game, players, builds, seconds)
     write_pg, write_client = await write_cost(dsn, players, writes, seconds)
     return Costs(http, build_pg, build_client, write_pg, write_client)
 
@@ -264,4 +295,26 @@ def floor_figures(
         "millicores_per_player": millicores,
         "players_on_these_cores": int(cores * 1000 / floor) if floor > 0 else None,
         "ours_to_floor": round(ours / floor, 2) if floor > 0 else None,
+    }
+
+
+def target_figures(traffic: Traffic, costs: Costs, cores: int) -> dict[str, Any]:
+    """What ``traffic`` (the target's players) asks of the database alone: its snapshot
+    statements and write transactions on PostgreSQL and their client, each measured at
+    its own rate, HTTP counted as nothing. A lower bound of the cores the target needs."""
+    t, c = traffic, costs
+    postgres = (t.builds_per_s * c.build_postgres + t.writes_per_s * c.write_postgres) / 1e6
+    clients = (t.builds_per_s * c.build_client + t.writes_per_s * c.write_client) / 1e6
+    measured = {k: v for k, v in asdict(costs).items() if k != "http_server"}
+    return {
+        "players": t.players,
+        "traffic": {k: round(v, 2) for k, v in asdict(traffic).items()},
+        "measured_at_per_s": {
+            "builds": round(min(t.builds_per_s, MAX_PROBE_RATE), 1),
+            "writes": round(min(t.writes_per_s, MAX_PROBE_RATE), 1),
+        },
+        "cpu_us_per_operation": {k: round(v, 1) for k, v in measured.items()},
+        "postgres_cores": round(postgres, 2),
+        "cores_at_least": round(postgres + clients, 2),
+        "fits_these_cores": postgres + clients <= cores,
     }

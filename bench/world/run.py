@@ -21,7 +21,14 @@ from bench.databases import DEFAULT_PG_ADMIN_URL, drop_database, fresh_database
 from bench.host import load_average, redis_version, warn_if_busy
 from bench.prefix import clear_prefix
 from bench.push import raise_fd_limit
-from bench.world.floor import Costs, Traffic, floor_figures, measure_costs
+from bench.world.floor import (
+    Costs,
+    Traffic,
+    database_costs,
+    floor_figures,
+    measure_costs,
+    target_figures,
+)
 from bench.world.model import (
     LIMIT_TITLES,
     SATURATED,
@@ -367,7 +374,7 @@ async def world_bench(
     database = None
     procs = None
     steps: list[dict[str, Any]] = []
-    floor: tuple[Traffic, Costs] | None = None
+    floor: Floor | None = None
     try:
         database = await fresh_database(
             db, db_name, url, pg_admin_url, redis_prefix=prefix, world_speed=plan.world_speed,
@@ -407,9 +414,12 @@ async def world_bench(
             embedded.stop()
     summary = summarize(steps, plan)
     if floor is not None:
-        summary["floor"] = floor_figures(
-            floor[0], floor[1], summary["cpu_millicores_per_player"], os.cpu_count() or 1
-        )
+        cores = os.cpu_count() or 1
+        summary["floor"] = {
+            **floor_figures(floor.traffic, floor.costs, summary["cpu_millicores_per_player"],
+                            cores),
+            "at_target": target_figures(floor.target, floor.target_costs, cores),
+        }  # fmt: skip
     setup = {
         "db": db, "web_processes": plan.web_workers, "task_servers": plan.task_servers,
         "load_processes": plan.load_processes, "connections_per_load_process": plan.connections,
@@ -432,11 +442,18 @@ async def world_bench(
     return figures
 
 
-async def measure_floor(
-    plan: Plan, world: World, basis: dict[str, Any]
-) -> tuple[Traffic, Costs] | None:
-    """The basis step's traffic and its cost on bare parts (``bench.world.floor``); None on
-    SQLite, which has no server process whose CPU the bare statements could be read from."""
+@dataclass(frozen=True)
+class Floor:
+    traffic: Traffic  # the basis step's
+    costs: Costs  # on bare parts, at its rates
+    target: Traffic  # the same per player, for TARGET_PLAYERS
+    target_costs: Costs  # its database work on bare parts, at its rates (no HTTP)
+
+
+async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floor | None:
+    """The basis step's traffic and its cost on bare parts (``bench.world.floor``), and the
+    target's database work; None on SQLite, which has no server process whose CPU the bare
+    statements could be read from."""
     db = world.db
     if db.kind != "postgresql":
         return None
@@ -447,11 +464,16 @@ async def measure_floor(
     )
     dsn = db.settings.database_url.replace("postgresql+asyncpg://", "postgresql://")
     players = world.players[: traffic.players]
+    seconds = min(FLOOR_S, plan.window_s / 2)
     costs = await measure_costs(
         traffic, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
-        seconds=min(FLOOR_S, plan.window_s / 2),
+        seconds=seconds,
     )  # fmt: skip
-    return traffic, costs
+    target = traffic.scaled(TARGET_PLAYERS)
+    target_costs = await database_costs(
+        target, dsn=dsn, game=db.settings.game, players=players, seconds=seconds
+    )
+    return Floor(traffic, costs, target, target_costs)
 
 
 def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
@@ -488,6 +510,13 @@ def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"player (web {mc['web']:.3g}, task {mc['task_server']:.3g}, PostgreSQL "
             f"{mc['postgres']:.3g}): {floor['players_on_these_cores']:,} players on these "
             f"cores at most; the stack's servers use {floor['ours_to_floor']:g} x the floor",
+            highlight=False,
+        )
+        target = floor["at_target"]
+        report.console.print(
+            f"{target['players']:,} players' snapshot reads and writes alone, on bare asyncpg "
+            f"at their rates, need {target['cores_at_least']:g} cores (PostgreSQL "
+            f"{target['postgres_cores']:g}) before any HTTP",
             highlight=False,
         )
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.readme import load_published, render, update_readme
-from bench.world.floor import Costs, Traffic, floor_figures, paced
+from bench.world.floor import Costs, Traffic, floor_figures, paced, target_figures
 from bench.world.load import Stream, Tally
 from bench.world.model import SLO, hist_quantile, share_within, verdicts
 from bench.world.run import Plan, next_players
@@ -98,6 +98,15 @@ def test_the_floor_prices_a_steps_traffic_per_player() -> None:
     assert floor["players_on_these_cores"] == 142_857  # 2,000 millicores / 0.014
     assert floor["ours_to_floor"] == 1.64  # the servers' 0.023, the load generator apart
 
+    # the target's players send the same per player; its database work alone
+    target = traffic.scaled(100_000)
+    assert target == Traffic(100_000, 3600.0, 800.0, 400.0, 300.0)
+    need = target_figures(target, costs, cores=2)
+    # PostgreSQL: 800 x 400 + 700 x 500 µs a second; their client: 800 x 200 + 700 x 300
+    assert need["postgres_cores"] == 0.67 and need["cores_at_least"] == 1.04
+    assert need["fits_these_cores"] is True
+    assert target_figures(target, costs, cores=1)["fits_these_cores"] is False
+
 
 async def test_the_floors_load_starts_each_operation_once() -> None:
     ran: list[int] = []
@@ -178,6 +187,9 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert floor["traffic"]["players"] == figures["cpu_basis_players"]
     assert all(v > 0 for v in floor["cpu_us_per_operation"].values())
     assert floor["players_on_these_cores"] > 0 and floor["ours_to_floor"] > 0
+    target = floor["at_target"]
+    assert target["players"] == 100_000 and target["cores_at_least"] > target["postgres_cores"] > 0
+    assert all(v > 0 for v in target["cpu_us_per_operation"].values())
     assert (out / "world.png").stat().st_size > 1000
     assert "largest N holding every service level" in proc.stdout
 
@@ -193,6 +205,7 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert row[0].startswith(f"{figures['max_players']:,} players within every service level")
     assert "load generator" in row[0] and "(projected)" in row[0]
     assert f"the servers use {floor['ours_to_floor']:g} x the floor" in row[0]
+    assert f"need {target['cores_at_least']:g} cores" in row[0]
     assert row[3].startswith("≥ 100,000 players") and row[4] == "**missed** (players)"
     readme = tmp_path / "README.md"
     readme.write_text(README_TEXT)
