@@ -254,6 +254,11 @@ async def measure_costs(
                                 http=http)  # fmt: skip
 
 
+def probe_rate(rate: float) -> float:
+    """The rate a database probe runs ``rate`` operations a second at."""
+    return min(rate, MAX_PROBE_RATE)
+
+
 async def database_costs(
     traffic: Traffic,
     *,
@@ -265,8 +270,7 @@ async def database_costs(
 ) -> Costs:
     """The snapshot reads' and the writes' costs at ``traffic``'s rates (at most
     ``MAX_PROBE_RATE``); ``http``: the requests' cost, measured apart."""
-    builds = min(traffic.builds_per_s, MAX_PROBE_RATE)
-    writes = min(traffic.writes_per_s, MAX_PROBE_RATE)
+    builds, writes = probe_rate(traffic.builds_per_s), probe_rate(traffic.writes_per_s)
     build_pg, build_client = await build_cost(dsn, game, players, builds, seconds)
     write_pg, write_client = await write_cost(dsn, players, writes, seconds)
     return Costs(http, build_pg, build_client, write_pg, write_client)
@@ -282,8 +286,7 @@ def floor_figures(
         "web": t.requests_per_s * c.http_server + t.builds_per_s * c.build_client
         + t.commands_per_s * c.write_client,
         "task_server": t.events_per_s * c.write_client,
-        "postgres": t.builds_per_s * c.build_postgres
-        + (t.commands_per_s + t.events_per_s) * c.write_postgres,
+        "postgres": t.builds_per_s * c.build_postgres + t.writes_per_s * c.write_postgres,
         "redis": 0.0,
     }  # fmt: skip
     millicores = {tier: round(us / 1000 / t.players, 4) for tier, us in per_s.items()}
@@ -310,8 +313,8 @@ def target_figures(traffic: Traffic, costs: Costs, cores: int) -> dict[str, Any]
         "players": t.players,
         "traffic": {k: round(v, 2) for k, v in asdict(traffic).items()},
         "measured_at_per_s": {
-            "builds": round(min(t.builds_per_s, MAX_PROBE_RATE), 1),
-            "writes": round(min(t.writes_per_s, MAX_PROBE_RATE), 1),
+            "builds": round(probe_rate(t.builds_per_s), 1),
+            "writes": round(probe_rate(t.writes_per_s), 1),
         },
         "cpu_us_per_operation": {k: round(v, 1) for k, v in measured.items()},
         "postgres_cores": round(postgres, 2),
