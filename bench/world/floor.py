@@ -39,13 +39,13 @@ from sqlalchemy.dialects import postgresql
 
 from bench.web.bare_commands import BareBuild
 from bench.web.servers import Servers
+from bench.world.model import REQUEST_KINDS
 from bench.world.stack import SimPlayer
 from db.driver import Prepared
 from gameapi.loading import load_game
 from webfront.snapshot import READ_SESSION
 from webfront.snapshot_build import builder_of
 
-HTTP_KINDS = ("arrive", "login", "poll", "fetch", "command")  # every request a page sends
 CONCURRENCY = 64  # operations in flight at most per probe (the load is open loop)
 HTTP_CONNECTIONS = 256
 # the fastest a database probe runs: one bench process paces about this many operations a
@@ -61,18 +61,17 @@ class Traffic:
 
     players: int
     requests_per_s: float
-    builds_per_s: float  # polls and fetches answered with a whole snapshot
+    builds_per_s: float  # polls (fetches among them) answered with a whole snapshot
     commands_per_s: float
     events_per_s: float
 
     @staticmethod
     def of(step: Mapping[str, Any], window_s: float) -> Traffic:
         requests, outcomes = step["requests"], step["outcomes"]
-        builds = sum(outcomes.get(kind, {}).get("full", 0) for kind in ("poll", "fetch"))
         return Traffic(
             players=step["players"],
-            requests_per_s=sum(requests.get(k, 0) for k in HTTP_KINDS) / window_s,
-            builds_per_s=builds / window_s,
+            requests_per_s=sum(requests.get(k, 0) for k in REQUEST_KINDS) / window_s,
+            builds_per_s=outcomes.get("poll", {}).get("full", 0) / window_s,
             commands_per_s=requests.get("command", 0) / window_s,
             events_per_s=step["event_lateness"]["count"] / window_s,
         )

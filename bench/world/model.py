@@ -6,6 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# every request a page sends, each counted once: a fetch after a push is measured as a poll
+# too, and orders, marches and recalls as commands (``bench.world.load._MEASURED_AS``)
+REQUEST_KINDS = ("poll", "command", "login", "arrive")
 # the service levels a step must hold (``verdicts``)
 SLO: dict[str, float] = {
     "poll_p99_ms": 100.0,

@@ -31,6 +31,7 @@ from bench.world.floor import (
 )
 from bench.world.model import (
     LIMIT_TITLES,
+    REQUEST_KINDS,
     SATURATED,
     SLO,
     PlayerModel,
@@ -238,11 +239,7 @@ class Bench:
                 "share_of_usable_cores": round(cores / usable_cores(tier, procs), 3),
                 "millicores_per_player": round(cores * 1000 / n, 4),
             }
-        total = sum(
-            len(v)
-            for k, v in loads["latency"].items()
-            if k in ("poll", "command", "login", "arrive")
-        )
+        total = sum(len(v) for k, v in loads["latency"].items() if k in REQUEST_KINDS)
         step: dict[str, Any] = {
             "players": n,
             "requests": requests,

@@ -74,15 +74,15 @@ def test_the_search_doubles_then_bisects_and_stops() -> None:
 
 
 def test_the_floor_prices_a_steps_traffic_per_player() -> None:
-    step = {
+    step = {  # as a step counts: fetches among the polls, orders etc. among the commands
         "players": 1000,
-        "requests": {"poll": 900, "fetch": 60, "command": 120, "order": 100, "march": 16,
+        "requests": {"poll": 960, "fetch": 60, "command": 120, "order": 100, "march": 16,
                      "recall": 4},
-        "outcomes": {"poll": {"full": 180, "not_modified": 720}, "fetch": {"full": 60}},
+        "outcomes": {"poll": {"full": 240, "not_modified": 720}, "fetch": {"full": 60}},
         "event_lateness": {"count": 90},
     }  # fmt: skip
     traffic = Traffic.of(step, 30.0)
-    # every request a page sent; the answers that were whole snapshots
+    # every request a page sent, once; the answers that were whole snapshots
     assert traffic == Traffic(1000, requests_per_s=36.0, builds_per_s=8.0, commands_per_s=4.0,
                               events_per_s=3.0)  # fmt: skip
     costs = Costs(http_server=100, build_postgres=400, build_client=200, write_postgres=500,
@@ -185,6 +185,8 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     # the basis step's traffic, measured again on bare parts
     floor = figures["floor"]
     assert floor["traffic"]["players"] == figures["cpu_basis_players"]
+    [basis] = [s for s in steps if s["players"] == figures["cpu_basis_players"]]
+    assert abs(floor["traffic"]["requests_per_s"] - basis["requests_per_s"]) < 0.1
     assert all(v > 0 for v in floor["cpu_us_per_operation"].values())
     assert floor["players_on_these_cores"] > 0 and floor["ours_to_floor"] > 0
     target = floor["at_target"]
