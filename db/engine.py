@@ -79,14 +79,14 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
     # driver's pool pings at checkout instead
     kwargs.setdefault("pool_pre_ping", url.get_driver_name() != "asyncpg")
     if url.get_driver_name() == "asyncpg":
-        kwargs["connect_args"] = _asyncpg_connect_args(kwargs.get("connect_args", {}))
+        kwargs["connect_args"] = asyncpg_connect_args(kwargs.get("connect_args", {}))
     engine = create_async_engine(url, **kwargs)
     if url.get_driver_name() == "asyncpg":
         event.listen(engine.sync_engine.pool, "checkout", _drop_closed)
     return engine
 
 
-def _asyncpg_connect_args(given: dict[str, Any]) -> dict[str, Any]:
+def asyncpg_connect_args(given: dict[str, Any]) -> dict[str, Any]:
     """asyncpg's connection arguments for a game's statements: short reads and writes of a
     few rows, each run many times."""
     return {

@@ -42,6 +42,7 @@ from bench.web.servers import Servers
 from bench.world.model import REQUEST_KINDS
 from bench.world.stack import SimPlayer
 from db.driver import Prepared
+from db.engine import asyncpg_connect_args
 from gameapi.loading import load_game
 from webfront.snapshot import READ_SESSION
 from webfront.snapshot_build import builder_of
@@ -169,12 +170,9 @@ async def http_cost(rate: float, seconds: float, workers: int) -> float:
 
 
 def _pool(dsn: str, settings: dict[str, str]) -> asyncpg.Pool:
-    # as ``db.engine`` connects: a game's snapshot statement is longer than asyncpg caches
-    # by default, and would be parsed and planned on every run
-    return asyncpg.create_pool(
-        dsn, min_size=POOL, max_size=POOL, server_settings=settings,
-        max_cacheable_statement_size=1 << 20,
-    )  # fmt: skip
+    """Connected as ``db.engine`` connects (its snapshot statement stays prepared, no JIT)."""
+    given = asyncpg_connect_args({"server_settings": settings})
+    return asyncpg.create_pool(dsn, min_size=POOL, max_size=POOL, **given)
 
 
 async def _measured(
@@ -215,8 +213,7 @@ async def build_cost(
     statement = builder.statement_for(dialect)
     prepared = Prepared(statement, builder.compiled(dialect))
     sql = prepared.compiled.string
-    settings = {**READ_SESSION, "jit": "off"}
-    async with _pool(dsn, settings) as pool:
+    async with _pool(dsn, READ_SESSION) as pool:
 
         async def read_on(conn: asyncpg.Connection) -> None:
             player = random.choice(players)
@@ -230,7 +227,7 @@ async def write_cost(
 ) -> tuple[float, float]:
     """(PostgreSQL, client) µs of one hand-written build transaction."""
     bare = BareBuild()
-    async with _pool(dsn, {"jit": "off"}) as pool:
+    async with _pool(dsn, {}) as pool:
 
         async def write_on(conn: asyncpg.Connection) -> None:
             player = random.choice(players)
