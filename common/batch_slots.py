@@ -4,6 +4,14 @@
 A batcher queues its work, then calls ``wake()``: while fewer than ``slots`` runners are in
 flight, one more starts. A runner takes its batch when it runs, so work queued in the same
 loop iteration joins it; as it ends, the next starts while ``pending()`` says work waits.
+
+With ``gather_ms``, a runner takes its batch no sooner than ``gather_ms`` after the last
+one was taken: work that comes within that time of a batch waits, and the next batch takes
+all of it together, while work in a quiet process (no batch taken for ``gather_ms``) is
+taken at once. A batch's fixed cost (a statement's round trip and executor start) is then
+paid at most once per ``gather_ms`` however fast the work comes: the busier the process,
+the larger its batches and the cheaper each piece. While one runner gathers, no other
+starts: it takes whatever waits.
 """
 
 from __future__ import annotations
@@ -11,19 +19,32 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from common.clock import SYSTEM_CLOCK, Clock
+
 
 class BatchSlots:
     def __init__(
-        self, slots: int, run: Callable[[], Awaitable[None]], pending: Callable[[], bool]
+        self,
+        slots: int,
+        run: Callable[[], Awaitable[None]],
+        pending: Callable[[], bool],
+        gather_ms: int = 0,
+        clock: Clock = SYSTEM_CLOCK,  # paces the batches in real time, not a game's time
     ) -> None:
+        if gather_ms < 0:
+            raise ValueError("gather_ms must be >= 0")
         self.slots = slots
         self._run = run
         self._pending = pending
+        self.gather_ms = gather_ms
+        self.clock = clock
         self.running = 0  # runners in flight (or about to start)
+        self.gathering = False  # a runner waits to take the next batch: it takes all there is
+        self.next_batch_ms = 0  # the next batch is taken no sooner than this
         self.tasks: set[asyncio.Task[None]] = set()
 
     def wake(self) -> None:
-        if self.running < self.slots:
+        if self.running < self.slots and not self.gathering:
             self.running += 1
             task = asyncio.create_task(self._one())
             self.tasks.add(task)
@@ -31,8 +52,20 @@ class BatchSlots:
 
     async def _one(self) -> None:
         try:
+            if self.gather_ms:
+                await self._gather()
             await self._run()
         finally:
             self.running -= 1
             if self._pending():
                 self.wake()
+
+    async def _gather(self) -> None:
+        """Wait until the next batch may be taken, and set when the one after it may."""
+        if self.clock.now_ms() < self.next_batch_ms:
+            self.gathering = True
+            try:
+                await self.clock.sleep_until(self.next_batch_ms)
+            finally:
+                self.gathering = False
+        self.next_batch_ms = self.clock.now_ms() + self.gather_ms

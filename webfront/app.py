@@ -145,6 +145,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         config.snapshot_cache_jitter,
         config.snapshot_builds,
         config.snapshot_batch,
+        config.snapshot_gather_ms,
         app[GAME],
         app[METRICS],
     )

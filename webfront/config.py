@@ -41,9 +41,12 @@ class WebConfig:
     snapshot_cache_ttl_ms: int = 600_000
     snapshot_cache_jitter: float = 0.25
     # snapshot statements at once per process (a connection each); builds that pile up behind
-    # them are read together, up to snapshot_batch players per statement
+    # them are read together, up to snapshot_batch players per statement, and so are the
+    # builds asked within snapshot_gather_ms of the last statement (one starts no sooner
+    # after it: webfront.snapshot_reads). 0: each statement starts as soon as a slot is free.
     snapshot_builds: int = 4
     snapshot_batch: int = 64
+    snapshot_gather_ms: int = 20
     # Sessions, versions and bodies remembered in process, invalidated by Redis's client-side
     # caching pushes (webfront.localcache); max_age bounds an entry's life even without a push.
     local_cache: bool = True

@@ -171,6 +171,7 @@ class SnapshotService:
     cache_jitter: float = 0.25
     max_builds: int = 4
     max_batch: int = 64
+    gather_ms: int = 0  # a statement starts no sooner than this after the last one
     game: Game | None = None  # whose snapshot (None: the process's, see snapshot_build.use_game)
     metrics: Metrics | None = None  # counts the builds
 
@@ -183,7 +184,7 @@ class SnapshotService:
 
     def __post_init__(self) -> None:
         builder = None if self.game is None else use_game(self.game)
-        reads = SnapshotReads(self.engine, self.max_builds, self.max_batch, builder)
+        reads = SnapshotReads(self.engine, self.max_builds, self.max_batch, builder, self.gather_ms)
         object.__setattr__(self, "reads", reads)
 
     def body_ttl_ms(self) -> int:

@@ -9,6 +9,12 @@ alone, and a burst (a batch of events bumps hundreds of players, whose polls all
 miss together) costs a few statements instead of one per player: the time to
 serve them all is what the full-snapshot tail is made of.
 
+With ``gather_ms`` a statement starts no sooner than that after the last one
+(``common.batch_slots``): a read within that time of the last statement waits for the
+next, which takes every read asked meanwhile. The statement costs the database mostly its
+executor start, whatever the number of players it reads, so the busier the process the
+cheaper each snapshot; a read in a quiet process still runs at once.
+
 A waiting read is shared by every later read of the same player: it starts
 after all of them were asked, so it is new enough for each (a snapshot may be
 newer than its ETag, never older). A read already running is never joined.
@@ -24,6 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.batch_slots import BatchSlots
+from common.clock import SYSTEM_CLOCK, Clock
 from webfront import snapshot_build
 from webfront.snapshot_build import SnapshotBuilder, build_snapshots
 
@@ -37,12 +44,14 @@ class SnapshotReads:
         slots: int,
         max_batch: int,
         builder: SnapshotBuilder | None = None,
+        gather_ms: int = 0,
+        clock: Clock = SYSTEM_CLOCK,  # paces the statements (tests: a manual clock)
     ) -> None:
         self.engine = engine
         self.builder = builder  # the game's statement (None: the process's)
         self.max_batch = max_batch
         self.waiting: dict[int, asyncio.Future[Snapshot | None]] = {}  # oldest first
-        self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting))
+        self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting), gather_ms, clock)
 
     async def read(self, player_id: int) -> Snapshot | None:
         """The player's snapshot, or None if the player does not exist."""

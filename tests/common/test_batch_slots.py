@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from common.batch_slots import BatchSlots
+from common.clock import ManualClock
+from tests.waiting import wait_for
 
 
 async def test_at_most_slots_runners_run_and_the_next_starts_while_work_waits() -> None:
@@ -32,3 +36,55 @@ async def test_at_most_slots_runners_run_and_the_next_starts_while_work_waits() 
     while slots.tasks:
         await asyncio.gather(*slots.tasks)
     assert work == [] and max(at_once) == 2 and slots.running == 0
+
+
+async def test_gathering_takes_quiet_work_at_once_and_work_within_the_window_in_one_batch() -> None:
+    clock = ManualClock()
+    work: list[str] = []
+    batches: list[list[str]] = []
+    taken = asyncio.Event()
+
+    async def run() -> None:
+        batches.append(work[:])
+        work.clear()
+        taken.set()
+
+    slots = BatchSlots(4, run, lambda: bool(work), gather_ms=20, clock=clock)
+
+    async def ask(item: str) -> None:
+        work.append(item)
+        slots.wake()
+
+    await ask("a")  # nothing taken for 20 ms: at once, the clock standing still
+    await taken.wait()
+    assert batches == [["a"]]
+    await clock.advance(5)
+    taken.clear()
+    await ask("b")
+    await wait_for(clock.slept_on, "a runner gathering")
+    await ask("c")  # no second runner starts: the one gathering takes it
+    await ask("d")
+    assert slots.running == 1 and slots.gathering and batches == [["a"]]
+    await clock.advance(14)  # 19 ms after the first batch: still gathering
+    await wait_for(clock.slept_on, "still gathering")
+    assert batches == [["a"]]
+    await clock.advance(1)
+    await taken.wait()
+    assert batches == [["a"], ["b", "c", "d"]]
+    while slots.tasks:
+        await asyncio.gather(*slots.tasks)
+    assert slots.running == 0 and not slots.gathering
+    await clock.advance(20)  # quiet for the window again: at once
+    taken.clear()
+    await ask("e")
+    await taken.wait()
+    assert batches[-1] == ["e"]
+
+
+def test_a_negative_gather_is_refused() -> None:
+    with pytest.raises(ValueError, match="gather_ms"):
+        BatchSlots(1, _nothing, lambda: False, gather_ms=-1)
+
+
+async def _nothing() -> None:
+    return None

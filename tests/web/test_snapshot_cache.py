@@ -21,6 +21,7 @@ from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
 from tests.web.helpers import drop_other_connections
 from webfront import keys, snapshot_reads
 from webfront.snapshot import SNAPSHOTS, SnapshotService
+from webfront.snapshot_reads import SnapshotReads
 
 
 async def rename_villages(engine: AsyncEngine, player_id: int, name: str) -> None:
@@ -177,6 +178,29 @@ async def test_a_burst_of_misses_reads_the_database_in_a_few_batched_statements(
     sizes = sorted(len(b) for b in counted_builds["batches"][2:])
     assert sizes == [1, 3, 3] and counted_builds["peak"] == 2
     assert sorted(p for b in counted_builds["batches"] for p in b) == sorted(p for _, p in players)
+
+
+async def test_reads_within_the_gather_window_of_the_last_statement_share_the_next(
+    make_client: MakeClient, counted_builds: dict[str, Any]
+) -> None:
+    """``snapshot_gather_ms``: a read in a quiet process runs at once; reads asked within
+    the window after a statement wait for its end and are read by ONE statement."""
+    client = await make_client()
+    players = await _players(client, 4)
+    ids = [p for _, p in players]
+    counted_builds["release"].set()
+    pace = ManualClock()
+    reads = SnapshotReads(client.app[SNAPSHOTS].engine, 4, 64, gather_ms=20, clock=pace)
+    first = await reads.read(ids[0])  # the clock stands still: nothing waited
+    assert first is not None and first["player_id"] == ids[0]
+    await pace.advance(5)
+    later = [asyncio.ensure_future(reads.read(p)) for p in ids[1:]]
+    await wait_for(pace.slept_on, "the next statement waits for the window's end")
+    assert counted_builds["calls"] == 1 and not any(r.done() for r in later)
+    await pace.advance(15)
+    found = await asyncio.gather(*later)
+    assert [s["player_id"] for s in found if s is not None] == ids[1:]
+    assert counted_builds["batches"] == [[ids[0]], sorted(ids[1:])]
 
 
 async def test_a_batch_gives_each_player_their_own_snapshot(
