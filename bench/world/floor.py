@@ -9,8 +9,10 @@ stack has stopped, on the world's own database:
 - every HTTP request: bare aiohttp answering "hello" (``bench.web``'s hello servers, as
   many processes as the web tier runs): no session, no Redis, no JSON;
 - every snapshot build (a poll or a fetch answered in full): the game's snapshot
-  statement on asyncpg, run as the web tier's reads run it (generic plan, no JIT), for
-  one player, its rows not decoded;
+  statement on asyncpg, run as the web tier's reads run it (generic plan, no JIT), its
+  rows not decoded; the reads are dealt in turn to one gatherer per web process, which
+  batches them as the process does (``WebConfig``'s gather window, batch and slots,
+  ``common.batch_slots``), so a statement reads as many players as the stack's would;
 - every command and every event: the hand-written build transaction of ``bench web``'s
   command ceiling (a conditional spend, an order row, an event row, an idempotency row,
   one commit) in a random player's village of the step; a village that cannot pay is
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import random
 import time
@@ -41,9 +44,11 @@ from bench.web.bare_commands import BareBuild
 from bench.web.servers import Servers
 from bench.world.model import REQUEST_KINDS
 from bench.world.stack import SimPlayer
+from common.batch_slots import BatchSlots
 from db.driver import Prepared
 from db.engine import asyncpg_connect_args
 from gameapi.loading import load_game
+from webfront.config import WebConfig
 from webfront.snapshot import READ_SESSION
 from webfront.snapshot_build import builder_of
 
@@ -177,37 +182,81 @@ def _pool(dsn: str, settings: dict[str, str]) -> asyncpg.Pool:
 
 async def _measured(
     pool: asyncpg.Pool,
-    op_on: Callable[[asyncpg.Connection], Awaitable[None]],
+    prepare_on: Callable[[asyncpg.Connection], Awaitable[None]],
+    op: Callable[[], Awaitable[None]],
     rate: float,
     seconds: float,
 ) -> tuple[float, float]:
-    """(PostgreSQL, client) CPU µs of ``op_on`` at ``rate``: its statements prepared on
-    each of the pool's connections first; PostgreSQL's CPU is that of the pool's own
-    backends (not of an autovacuum the stack's run left behind), the client's this
-    process's."""
+    """(PostgreSQL, client) CPU µs of ``op`` at ``rate``, its statements prepared on each
+    of the pool's connections first (``prepare_on``); PostgreSQL's CPU is that of the
+    pool's own backends (not of an autovacuum the stack's run left behind), the client's
+    this process's."""
     held = [await pool.acquire() for _ in range(POOL)]
     try:
         backends = [conn.get_server_pid() for conn in held]
         for conn in held:
-            await op_on(conn)
+            await prepare_on(conn)
     finally:
         for conn in held:
             await pool.release(conn)
-
-    async def op() -> None:
-        async with pool.acquire() as conn:
-            await op_on(conn)
-
     me = os.getpid()
     tiers = {"postgres": lambda: backends, "client": lambda: [me]}
     used = await _cpu_us_per_op(tiers, rate, seconds, op)
     return used["postgres"], used["client"]
 
 
+class _Gathered:
+    """Snapshot reads batched as one web process batches them (``webfront.snapshot_reads``:
+    at most ``snapshot_builds`` statements at once, up to ``snapshot_batch`` players each,
+    one no sooner than ``snapshot_gather_ms`` after the last)."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        read_on: Callable[[asyncpg.Connection, list[int]], Awaitable[None]],
+        config: WebConfig,
+    ) -> None:
+        self.pool = pool
+        self.read_on = read_on
+        self.max_batch = config.snapshot_batch
+        self.waiting: list[tuple[int, asyncio.Future[None]]] = []
+        self.runners = BatchSlots(
+            config.snapshot_builds, self._run, lambda: bool(self.waiting),
+            config.snapshot_gather_ms,
+        )  # fmt: skip
+
+    async def read(self, player_id: int) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self.waiting.append((player_id, done))
+        self.runners.wake()
+        await done
+
+    async def _run(self) -> None:
+        batch = self.waiting[: self.max_batch]
+        del self.waiting[: self.max_batch]
+        if not batch:
+            return
+        try:
+            async with self.pool.acquire() as conn:
+                await self.read_on(conn, [player_id for player_id, _ in batch])
+        except Exception as exc:
+            for _, done in batch:
+                done.set_exception(exc)
+            return
+        for _, done in batch:
+            done.set_result(None)
+
+
 async def build_cost(
-    dsn: str, game: str, players: Sequence[SimPlayer], rate: float, seconds: float
+    dsn: str,
+    game: str,
+    players: Sequence[SimPlayer],
+    rate: float,
+    seconds: float,
+    web_workers: int,
 ) -> tuple[float, float]:
-    """(PostgreSQL, client) µs of one run of ``game``'s snapshot statement for one player."""
+    """(PostgreSQL, client) µs of one player's snapshot read: ``game``'s snapshot
+    statement, the reads gathered as ``web_workers`` web processes gather them."""
     builder = builder_of(load_game(game))
     dialect = postgresql.asyncpg.dialect()  # type: ignore[attr-defined]
     statement = builder.statement_for(dialect)
@@ -215,11 +264,20 @@ async def build_cost(
     sql = prepared.compiled.string
     async with _pool(dsn, READ_SESSION) as pool:
 
-        async def read_on(conn: asyncpg.Connection) -> None:
-            player = random.choice(players)
-            await conn.fetch(sql, *prepared.arguments({"ids": [player.player_id]}))
+        async def read_on(conn: asyncpg.Connection, ids: list[int]) -> None:
+            await conn.fetch(sql, *prepared.arguments({"ids": sorted(set(ids))}))
 
-        return await _measured(pool, read_on, rate, seconds)
+        async def prepare_on(conn: asyncpg.Connection) -> None:
+            await read_on(conn, [random.choice(players).player_id])
+
+        processes = itertools.cycle(
+            [_Gathered(pool, read_on, WebConfig()) for _ in range(web_workers)]
+        )
+
+        async def op() -> None:
+            await next(processes).read(random.choice(players).player_id)
+
+        return await _measured(pool, prepare_on, op, rate, seconds)
 
 
 async def write_cost(
@@ -233,7 +291,11 @@ async def write_cost(
             player = random.choice(players)
             await bare.run(conn, player.village_id, "woodcutter", os.urandom(8).hex())
 
-        return await _measured(pool, write_on, rate, seconds)
+        async def op() -> None:
+            async with pool.acquire() as conn:
+                await write_on(conn)
+
+        return await _measured(pool, write_on, op, rate, seconds)
 
 
 async def measure_costs(
@@ -246,8 +308,8 @@ async def measure_costs(
     seconds: float,
 ) -> Costs:
     http = await http_cost(traffic.requests_per_s, seconds, web_workers)
-    return await database_costs(traffic, dsn=dsn, game=game, players=players, seconds=seconds,
-                                http=http)  # fmt: skip
+    return await database_costs(traffic, dsn=dsn, game=game, players=players,
+                                web_workers=web_workers, seconds=seconds, http=http)  # fmt: skip
 
 
 def probe_rate(rate: float) -> float:
@@ -261,13 +323,15 @@ async def database_costs(
     dsn: str,
     game: str,
     players: Sequence[SimPlayer],
+    web_workers: int,
     seconds: float,
     http: float = 0.0,
 ) -> Costs:
-    """The snapshot reads' and the writes' costs at ``traffic``'s rates (at most
-    ``MAX_PROBE_RATE``); ``http``: the requests' cost, measured apart."""
+    """The snapshot reads' (gathered as ``web_workers`` processes gather them) and the
+    writes' costs at ``traffic``'s rates (at most ``MAX_PROBE_RATE``); ``http``: the
+    requests' cost, measured apart."""
     builds, writes = probe_rate(traffic.builds_per_s), probe_rate(traffic.writes_per_s)
-    build_pg, build_client = await build_cost(dsn, game, players, builds, seconds)
+    build_pg, build_client = await build_cost(dsn, game, players, builds, seconds, web_workers)
     write_pg, write_client = await write_cost(dsn, players, writes, seconds)
     return Costs(http, build_pg, build_client, write_pg, write_client)
 

@@ -468,8 +468,9 @@ async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floo
     )  # fmt: skip
     target = traffic.scaled(TARGET_PLAYERS)
     target_costs = await database_costs(
-        target, dsn=dsn, game=db.settings.game, players=players, seconds=seconds
-    )
+        target, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
+        seconds=seconds,
+    )  # fmt: skip
     return Floor(traffic, costs, target, target_costs)
 
 
