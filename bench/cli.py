@@ -336,7 +336,7 @@ def push_command(
               help="seconds before each measured window (players arrive during it)")  # fmt: skip
 @click.option("--window", type=click.FloatRange(1, 3600), default=30, show_default=True,
               help="seconds of each measured window")  # fmt: skip
-@click.option("--web-workers", type=click.IntRange(1, 64), default=2, show_default=True,
+@click.option("--web-workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="K: webfront --workers K")  # fmt: skip
 @click.option("--task-servers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="M: gameserver processes")  # fmt: skip
