@@ -46,6 +46,9 @@ class Metrics:
         # snapshot bodies built (full answers neither body cache could serve): against the
         # full answers, what the caches save
         self.snapshot_builds = 0
+        # snapshot statements run (each reads a batch of players: against the builds, how
+        # well the reads gather, webfront.snapshot_reads)
+        self.snapshot_statements = 0
         self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -81,6 +84,11 @@ class Metrics:
             "webfront_snapshot_builds",
             "snapshot bodies built from the database (full answers no body cache served)",
             value=self.snapshot_builds,
+        )
+        yield CounterMetricFamily(
+            "webfront_snapshot_statements",
+            "snapshot statements run (each reads every player whose build waited for it)",
+            value=self.snapshot_statements,
         )
 
     def render(self) -> bytes:

@@ -173,7 +173,7 @@ class SnapshotService:
     max_batch: int = 64
     gather_ms: int = 0  # a statement starts no sooner than this after the last one
     game: Game | None = None  # whose snapshot (None: the process's, see snapshot_build.use_game)
-    metrics: Metrics | None = None  # counts the builds
+    metrics: Metrics | None = None  # counts the builds and the statements
 
     # builds in progress in this process: concurrent polls of one version wait for one build
     building: dict[tuple[int, str, bool], asyncio.Future[bytes]] = field(default_factory=dict)
@@ -184,7 +184,10 @@ class SnapshotService:
 
     def __post_init__(self) -> None:
         builder = None if self.game is None else use_game(self.game)
-        reads = SnapshotReads(self.engine, self.max_builds, self.max_batch, builder, self.gather_ms)
+        reads = SnapshotReads(
+            self.engine, self.max_builds, self.max_batch, builder, self.gather_ms,
+            metrics=self.metrics,
+        )  # fmt: skip
         object.__setattr__(self, "reads", reads)
 
     def body_ttl_ms(self) -> int:

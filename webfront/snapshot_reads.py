@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from common.batch_slots import BatchSlots
 from common.clock import SYSTEM_CLOCK, Clock
 from webfront import snapshot_build
+from webfront.metrics import Metrics
 from webfront.snapshot_build import SnapshotBuilder, build_snapshots
 
 Snapshot = dict[str, Any]
@@ -46,8 +47,10 @@ class SnapshotReads:
         builder: SnapshotBuilder | None = None,
         gather_ms: int = 0,
         clock: Clock = SYSTEM_CLOCK,  # paces the statements (tests: a manual clock)
+        metrics: Metrics | None = None,  # counts the statements
     ) -> None:
         self.engine = engine
+        self.metrics = metrics
         self.builder = builder  # the game's statement (None: the process's)
         self.max_batch = max_batch
         self.waiting: dict[int, asyncio.Future[Snapshot | None]] = {}  # oldest first
@@ -67,6 +70,8 @@ class SnapshotReads:
         batch = {p: self.waiting.pop(p) for p in list(islice(self.waiting, self.max_batch))}
         try:
             if batch:
+                if self.metrics is not None:
+                    self.metrics.snapshot_statements += 1
                 found = await self._read(list(batch))
                 for player_id, future in batch.items():
                     if not future.done():

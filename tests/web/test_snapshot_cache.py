@@ -285,27 +285,32 @@ async def test_the_batch_statement_reaches_rows_through_indexes(client: TestClie
     assert any("USING INDEX ix_troops_home" in row[3] for row in plan), plan
 
 
-def builds_in(metrics_text: str) -> float:
-    """``webfront_snapshot_builds_total`` from a /metrics answer."""
+def counted(metrics_text: str, name: str = "webfront_snapshot_builds_total") -> float:
+    """A counter's value in a /metrics answer (by default the snapshot builds)."""
     for line in metrics_text.splitlines():
-        if line.startswith("webfront_snapshot_builds_total "):
+        if line.startswith(name + " "):
             return float(line.split()[1])
-    raise AssertionError("no webfront_snapshot_builds_total in /metrics")
+    raise AssertionError(f"no {name} in /metrics")
 
 
-async def test_builds_are_counted_and_a_cached_body_is_not_one(
+async def test_builds_and_statements_are_counted_and_a_cached_body_is_neither(
     client: TestClient, register: RegisterFn, redis: Redis, web_settings: Settings,
     clock: ManualClock,
 ) -> None:  # fmt: skip
     alice = await register("Alice")
-    before = builds_in(await (await client.get("/metrics")).text())
+
+    async def counts() -> tuple[float, float]:
+        text = await (await client.get("/metrics")).text()
+        return counted(text), counted(text, "webfront_snapshot_statements_total")
+
+    builds, statements = await counts()
     for _ in range(3):  # one build, then the body caches
         assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
-    assert builds_in(await (await client.get("/metrics")).text()) == before + 1
+    assert await counts() == (builds + 1, statements + 1)
     await clock.advance(1)
     await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
     assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
-    assert builds_in(await (await client.get("/metrics")).text()) == before + 2
+    assert await counts() == (builds + 2, statements + 2)
 
 
 async def test_with_the_body_caches_off_every_full_answer_is_built(
@@ -317,11 +322,11 @@ async def test_with_the_body_caches_off_every_full_answer_is_built(
     resp = await client.post("/api/register", json={"name": "Alice", "password": PASSWORD})
     auth = {"Authorization": f"Bearer {(await resp.json())['token']}"}
     client.session.cookie_jar.clear()
-    before = builds_in(await (await client.get("/metrics")).text())
+    before = counted(await (await client.get("/metrics")).text())
     for _ in range(4):
         got = await client.get("/api/snapshot", headers=auth)
         assert got.status == 200
-    assert builds_in(await (await client.get("/metrics")).text()) == before + 4
+    assert counted(await (await client.get("/metrics")).text()) == before + 4
     await client.app[SNAPSHOTS].drain()
     player_id = (await got.json())["player_id"]
     for form in ("j", "m"):
