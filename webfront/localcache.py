@@ -5,7 +5,10 @@ mode (``CLIENT TRACKING ON BCAST PREFIX <sessions> PREFIX <versions>``): from
 then on Redis pushes the name of every session or version key that anyone
 changes, deletes or lets expire, on that same connection. So a poll whose
 session and version are remembered is answered from memory, without a Redis
-round trip, and stays exactly as fresh as one that asked Redis:
+round trip, and is as fresh as Redis's pushes: a change is seen by every request
+this process reads after the change's push (Redis sends it beside the writer's
+reply, not before: a request read in the same instant may be answered from memory
+once more, as if it had come a moment earlier):
 
 - entries are filled only from replies read on the tracking connection, at the
   moment the reply is parsed (``fill_from_poll`` runs inside the protocol's
