@@ -1,17 +1,36 @@
-"""Rows the web tests need that no API creates yet: reports, marches, stock changes."""
+"""Rows the web tests need that no API creates yet (reports, marches, stock changes), and a
+wait for a change made in Redis behind the web process's back to reach it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from aiohttp.test_utils import TestClient
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common.amounts import SCALE
 from refgame.models import March, Report
 from refgame.resources import STOCKS
+from tests.waiting import wait_for
+from webfront.state import LOCAL_CACHE
 
 _next_id = [10_000]
+
+
+async def version_pushed(client: TestClient, player_id: int) -> None:
+    """Wait until the app has read Redis's push for ``player_id``'s version, changed by
+    another connection (``webfront.localcache``: Redis sends the push beside the writer's
+    reply, so a request read in the same loop iteration may still be answered from memory).
+    On a cluster, where no version is remembered, at once."""
+    versions = client.app[LOCAL_CACHE].versions
+    await wait_for(lambda: player_id not in versions, "Redis's push read")
+
+
+async def session_pushed(client: TestClient, digest: str) -> None:
+    """``version_pushed`` for the session of token hash ``digest``."""
+    sessions = client.app[LOCAL_CACHE].sessions
+    await wait_for(lambda: digest not in sessions, "Redis's push read")
 
 
 def next_id() -> int:

@@ -15,6 +15,7 @@ from common.settings import Settings
 from common.snapshot_versions import bump_versions
 from tests.waiting import wait_for
 from tests.web.conftest import JSON_HEADERS, PASSWORD, MakeClient, Player, RegisterFn
+from tests.web.helpers import session_pushed, version_pushed
 from webfront.localcache import LocalCache
 from webfront.sessions import token_hash
 from webfront.snapshot import SNAPSHOTS
@@ -82,13 +83,10 @@ async def test_a_version_bumped_by_another_process_is_seen_by_the_next_poll(
     held = {**alice.auth, "If-None-Match": etag}
     assert (await client.get("/api/snapshot", headers=held)).status == 304
     assert alice.player_id in client.app[LOCAL_CACHE].versions
-    versions = client.app[LOCAL_CACHE].versions
     for _ in range(5):  # the bump comes over another connection, as the task server's do
         await clock.advance(1)
         await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
-        # Redis sends its push beside the bump's reply, not before it: a request read in
-        # the same loop iteration as the push may still be answered from memory, once
-        await wait_for(lambda: alice.player_id not in versions, "Redis's push read")
+        await version_pushed(client, alice.player_id)
         resp = await client.get("/api/snapshot", headers=held)
         assert resp.status == 200 and resp.headers["ETag"] != held["If-None-Match"]
         held["If-None-Match"] = resp.headers["ETag"]
@@ -142,8 +140,7 @@ async def test_logout_on_one_process_revokes_the_session_on_another(
     assert digest in other.app[LOCAL_CACHE].sessions
     resp = await first.post("/api/logout", headers={**auth, **JSON_HEADERS})
     assert resp.status == 200
-    # the other process forgets the session when it reads Redis's push
-    await wait_for(lambda: digest not in other.app[LOCAL_CACHE].sessions, "Redis's push read")
+    await session_pushed(other, digest)  # the other process forgets it on Redis's push
     for path in ("/api/snapshot", "/api/reports"):
         assert (await other.get(path, headers=auth)).status == 401, path
     assert (await other.get("/api/snapshot", headers=alice.auth)).status == 200  # others stay

@@ -14,7 +14,7 @@ from common.settings import Settings
 from common.snapshot_versions import bump_versions, version_key
 from db.models import Village
 from tests.web.conftest import ON_BOTH_TOPOLOGIES, RegisterFn
-from tests.web.helpers import add_march, add_reports
+from tests.web.helpers import add_march, add_reports, session_pushed, version_pushed
 from webfront import keys
 from webfront.sessions import token_hash
 from webfront.snapshot import SNAPSHOTS, SnapshotOut, held_version
@@ -61,6 +61,7 @@ async def test_if_none_match_gives_304_until_the_version_moves(
     assert stale.status == 200
     await clock.advance(5)
     await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+    await version_pushed(client, alice.player_id)
     resp = await client.get("/api/snapshot", headers={**alice.auth, "If-None-Match": etag})
     assert resp.status == 200
     assert resp.headers["ETag"] != etag
@@ -78,6 +79,7 @@ async def test_a_version_lost_in_redis_never_matches_an_old_etag(
     alice = await register("Alice")
     etag = (await client.get("/api/snapshot", headers=alice.auth)).headers["ETag"]
     await redis.delete(version_key(web_settings.redis_prefix, alice.player_id))
+    await version_pushed(client, alice.player_id)
     await clock.advance(1)
     resp = await client.get("/api/snapshot", headers={**alice.auth, "If-None-Match": etag})
     assert resp.status == 200 and resp.headers["ETag"] != etag
@@ -97,6 +99,7 @@ async def test_the_body_of_one_version_is_built_once_and_cached(
     assert cached["villages"][0]["name"] == first["villages"][0]["name"]
     assert cached["server_time_ms"] == first["server_time_ms"] + 1000  # always fresh
     await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+    await version_pushed(client, alice.player_id)
     fresh = await (await client.get("/api/snapshot", headers=alice.auth)).json()
     assert fresh["villages"][0]["name"] == "Renamed"
 
@@ -109,6 +112,7 @@ async def test_a_cold_session_cache_reads_the_database_once(
     etag = (await client.get("/api/snapshot", headers=alice.auth)).headers["ETag"]
     key = keys.session(web_settings.redis_prefix, token_hash(alice.token))
     await redis.delete(key)
+    await session_pushed(client, token_hash(alice.token))
     resp = await client.get("/api/snapshot", headers={**alice.auth, "If-None-Match": etag})
     assert resp.status == 304
     assert await redis.get(key) is not None  # cached again

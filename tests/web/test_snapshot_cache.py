@@ -18,7 +18,7 @@ from common.snapshot_versions import bump_versions
 from db.models import Village
 from tests.waiting import wait_for
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
-from tests.web.helpers import drop_other_connections
+from tests.web.helpers import drop_other_connections, version_pushed
 from webfront import keys, snapshot_reads
 from webfront.snapshot import SNAPSHOTS, SnapshotService
 from webfront.snapshot_reads import SnapshotReads
@@ -40,6 +40,7 @@ async def test_a_new_version_always_gets_the_new_body(
         await rename_villages(engine, alice.player_id, f"Renamed {step}")
         await clock.advance(1)
         await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+        await version_pushed(client, alice.player_id)
         for headers in (alice.auth, {**alice.auth, "If-None-Match": etag}):
             resp = await client.get("/api/snapshot", headers=headers)
             assert resp.status == 200
@@ -309,6 +310,7 @@ async def test_builds_and_statements_are_counted_and_a_cached_body_is_neither(
     assert await counts() == (builds + 1, statements + 1)
     await clock.advance(1)
     await bump_versions(redis, web_settings.redis_prefix, [alice.player_id], clock.now_ms())
+    await version_pushed(client, alice.player_id)
     assert (await client.get("/api/snapshot", headers=alice.auth)).status == 200
     assert await counts() == (builds + 2, statements + 2)
 
