@@ -52,20 +52,24 @@ class BatchSlots:
 
     async def _one(self) -> None:
         try:
-            if self.gather_ms:
-                await self._gather()
-            await self._run()
+            if not self.gather_ms or await self._gather():
+                await self._run()
         finally:
             self.running -= 1
             if self._pending():
                 self.wake()
 
-    async def _gather(self) -> None:
-        """Wait until the next batch may be taken, and set when the one after it may."""
-        if self.clock.now_ms() < self.next_batch_ms:
+    async def _gather(self) -> bool:
+        """Wait until the next batch may be taken, and set when the one after it may; False
+        when nothing waits (a runner started beside another that took it all): the window
+        stays unused, so the next work in a quiet process is still taken at once."""
+        if self.clock.now_ms() < self.next_batch_ms and self._pending():
             self.gathering = True
             try:
                 await self.clock.sleep_until(self.next_batch_ms)
             finally:
                 self.gathering = False
+        if not self._pending():
+            return False
         self.next_batch_ms = self.clock.now_ms() + self.gather_ms
+        return True

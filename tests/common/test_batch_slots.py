@@ -81,6 +81,28 @@ async def test_gathering_takes_quiet_work_at_once_and_work_within_the_window_in_
     assert batches[-1] == ["e"]
 
 
+async def test_a_runner_that_finds_nothing_leaves_the_window_unused() -> None:
+    clock = ManualClock()
+    work: list[str] = []
+    batches: list[list[str]] = []
+
+    async def run() -> None:
+        if work:
+            batches.append(work[:])
+            work.clear()
+
+    slots = BatchSlots(4, run, lambda: bool(work), gather_ms=20, clock=clock)
+    work += ["a", "b"]
+    slots.wake()
+    slots.wake()  # two runners start in one loop iteration: the first takes both
+    await wait_for(lambda: slots.running == 0, "both runners done, the clock standing still")
+    assert batches == [["a", "b"]] and not slots.gathering
+    await clock.advance(20)  # quiet for the window since that batch: the next is at once
+    work.append("c")
+    slots.wake()
+    await wait_for(lambda: batches == [["a", "b"], ["c"]], "c taken, the clock standing still")
+
+
 def test_a_negative_gather_is_refused() -> None:
     with pytest.raises(ValueError, match="gather_ms"):
         BatchSlots(1, _nothing, lambda: False, gather_ms=-1)
