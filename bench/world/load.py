@@ -353,6 +353,7 @@ def main(path: str) -> None:
     # are collected during the step (garbage cycles left in the old one live as long as
     # the process, a minute).
     gc.freeze()
-    gc.set_threshold(gc.get_threshold()[0], gc.get_threshold()[1], NO_FULL_COLLECTION)
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, NO_FULL_COLLECTION)
     result = asyncio.run(generator.main())
     sys.stdout.write(json.dumps(result) + "\n")
