@@ -19,6 +19,7 @@ from common.settings import Settings
 from db.connection_shelf import ConnectionShelf
 from db.engine import create_engine, session_factory
 from db.shared_reads import SharedReads
+from db.shared_writes import SharedWrites
 from gameapi.loading import handler_registry, load_game
 from webfront import (
     admin,
@@ -61,6 +62,7 @@ from webfront.state import (
     SESSIONS,
     SETTINGS,
     SHARED_READS,
+    SHARED_WRITES,
     SHELF,
 )
 from webfront.static_files import INDEX, SDK_DIR, client_dir
@@ -69,13 +71,16 @@ __all__ = ["CLOCK", "CONFIG", "ENGINE", "REDIS", "SETTINGS", "create_app"]
 
 
 # PostgreSQL connections per process; up to two thirds idle on the commands' shelf
-# (``db.connection_shelf``) and a few for their shared reads (``db.shared_reads``), so the
-# rest (logins, reports, health) never waits for them
+# (``db.connection_shelf``) and a few for their shared reads and writes
+# (``db.shared_reads``, ``db.shared_writes``), so the rest (logins, reports, health) never
+# waits for them
 _POOL = 30
 _KEPT_FOR_COMMANDS = _POOL * 2 // 3
 # connections of the commands' shared reads (``db.shared_reads``), beside the shelf's
 _SHARED_READ_SLOTS = 3
 _SHARED_READ_BATCH = 64
+# connections that write commands' closing statements together (``db.shared_writes``)
+_SHARED_WRITE_SLOTS = 2
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
@@ -116,6 +121,15 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
         shared_shelf = ConnectionShelf(engine, keep=_SHARED_READ_SLOTS)
         shared_reads = SharedReads(shared_shelf, _SHARED_READ_SLOTS, _SHARED_READ_BATCH)
     app[SHARED_READS] = shared_reads
+    shared_writes = None
+    if not settings.is_sqlite:  # SQLite has one writer at a time: nothing to write together
+        shared_writes = SharedWrites(
+            ConnectionShelf(engine, keep=_SHARED_WRITE_SLOTS),
+            _SHARED_WRITE_SLOTS,
+            config.command_batch,
+            config.command_gather_ms,
+        )
+    app[SHARED_WRITES] = shared_writes
     app[REDIS] = redis  # type: ignore[misc]
     app[FAST_REDIS] = fast
     app[LOCAL_CACHE] = local
@@ -154,6 +168,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     await shelf.close()
     if shared_reads is not None:
         await shared_reads.close()
+    if shared_writes is not None:
+        await shared_writes.close()
     pool.shutdown(wait=True)
     await fast.close()
     await redis.aclose()

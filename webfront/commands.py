@@ -60,6 +60,7 @@ from webfront.state import (
     QUEUE,
     SETTINGS,
     SHARED_READS,
+    SHARED_WRITES,
     SHELF,
 )
 from webfront.validation import read_body
@@ -180,6 +181,7 @@ def command_handler(
                         world=world,
                         command=command,
                         shared_reads=app[SHARED_READS],
+                        shared_writes=app[SHARED_WRITES],
                     )
                     if key:  # read with the handler's first read, for a refusal
                         tx.read_along(_STORED, {"player_id": player_id, "key": key})

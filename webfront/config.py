@@ -47,6 +47,12 @@ class WebConfig:
     snapshot_builds: int = 4
     snapshot_batch: int = 64
     snapshot_gather_ms: int = 20
+    # Commands that wrote nothing before their closing statement (their guard, rows, events
+    # and idempotency record) are written together, up to command_batch per statement, and
+    # so are those handed over within command_gather_ms of the last statement
+    # (db.shared_writes; PostgreSQL only). 0: each is written as soon as a slot is free.
+    command_batch: int = 64
+    command_gather_ms: int = 10
     # Sessions, versions and bodies remembered in process, invalidated by Redis's client-side
     # caching pushes (webfront.localcache); max_age bounds an entry's life even without a push.
     local_cache: bool = True

@@ -15,6 +15,7 @@ from common.queue import EventQueue, HandlerRegistry
 from common.settings import Settings
 from db.connection_shelf import ConnectionShelf
 from db.shared_reads import SharedReads
+from db.shared_writes import SharedWrites
 from gameapi.game import Game
 from webfront.config import WebConfig
 from webfront.localcache import LocalCache
@@ -37,6 +38,8 @@ SESSIONS = web.AppKey("sessions", SessionStore)
 SHELF = web.AppKey("shelf", ConnectionShelf)  # connections kept between commands
 # the commands' reads before BEGIN, batched (None on SQLite)
 SHARED_READS: web.AppKey[SharedReads | None] = web.AppKey("shared_reads")
+# where commands' closing statements are written together (PostgreSQL; None on SQLite)
+SHARED_WRITES: web.AppKey[SharedWrites | None] = web.AppKey("shared_writes")
 LIMITER = web.AppKey("limiter", RateLimiter)
 HASH_POOL = web.AppKey("hash_pool", ThreadPoolExecutor)
 IDS = web.AppKey("ids", IdGenerator)

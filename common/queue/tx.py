@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from common.ids import IdGenerator
     from db.command_transaction import CommandTransaction
+    from db.shared_writes import SharedWrites
     from db.stock import Stocks
 
 
@@ -74,6 +75,7 @@ class Tx:
         "_command",
         "_session",
         "_shared",
+        "_shared_writes",
         "_stocks",
         "alerts",
         "along_rows",
@@ -104,6 +106,7 @@ class Tx:
         world: WorldShape | None = None,
         command: CommandTransaction | None = None,
         shared_reads: driver.Shared | None = None,
+        shared_writes: SharedWrites | None = None,
     ) -> None:
         self._session = session
         self._command = command  # a command's transaction (its connection taken on need)
@@ -122,6 +125,7 @@ class Tx:
         self.kept_writes: list[driver.Write] = []
         self.kept_guards: list[driver.Guard] = []
         self._shared = shared_reads  # where a read before BEGIN may run (a command's)
+        self._shared_writes = shared_writes  # where a closing statement alone may run
         self._along: tuple[Select[Any], Mapping[str, Any]] | None = None
         self.along_rows: driver.Rows | None = None
 
@@ -233,12 +237,23 @@ class Tx:
         """Write what was kept for the commit (``write_at_commit``, ``require_at_commit``)
         and ``writes``, as one statement on PostgreSQL; call it last, just before the
         commit. Raises ``StaleRead`` (nothing written; roll back) when a requirement
-        touched no row."""
+        touched no row. A command that wrote nothing before it hands it to
+        ``shared_writes``, which writes it with other commands' (``db.shared_writes``)."""
         writes = [*self.kept_writes, *writes]
         guards, self.kept_writes, self.kept_guards = self.kept_guards, [], []
         if not writes and not guards:
             return  # not even the connection is asked for
-        if not await driver.write_all(await self.connection(), writes, guards, last=True):
+        shared, command = self._shared_writes, self._command
+        if (
+            shared is not None
+            and command is not None
+            and not command.holds_connection  # it wrote nothing before: this is all of it
+            and shared.takes(guards)
+        ):
+            held = await shared.write(writes, guards)  # with other commands' closings
+        else:
+            held = await driver.write_all(await self.connection(), writes, guards, last=True)
+        if not held:
             raise StaleRead("the world changed since this work read it; run it again")
 
     def schedule(

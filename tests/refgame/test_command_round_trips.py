@@ -12,6 +12,7 @@ made 9 before its reads were one and its event's id was drawn before its row.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,10 +33,11 @@ from refgame.resources import STOCKS
 from refgame.state import add_troops
 from tests.calls import record_calls
 from tests.conftest import TEST_REDIS_URL
+from tests.waiting import wait_for
 from tests.web.conftest import FAST_CONFIG, PASSWORD
 from webfront import commands
 from webfront.app import create_app
-from webfront.state import ENGINE, QUEUE
+from webfront.state import ENGINE, QUEUE, SHARED_WRITES
 
 # the most each command kind may cost; lower them when a change saves a round trip
 # one read, then the spend, the order, the event and the idempotency rows in one closing
@@ -170,6 +172,48 @@ async def test_a_command_costs_few_round_trips(client: Any, pg_settings: Setting
     assert status == 409, sent
     assert 0 < len(sent) <= MAX_REFUSED_TRAIN, sent
     assert not any(s.startswith(("UPDATE", "INSERT", "DELETE", "BEGIN")) for s in sent), sent
+
+
+async def test_builds_of_many_players_at_once_are_written_in_one_statement(
+    client: Any, pg_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing statements handed over within the gather window of the last are written
+    together (``db.shared_writes``): each build answered as alone, each order and event
+    its own."""
+    shared = client.app[SHARED_WRITES]
+    pacing = shared.runners.clock = ManualClock()  # the window's end is the test's to say
+    players = [await _player(client, f"player{i}") for i in range(4)]
+    first_auth, first_village = players[0]
+
+    def build(auth: dict[str, str], village: int, key: str) -> Any:
+        return client.post("/api/build", json={"village_id": village, "kind": "woodcutter"},
+                           headers={**auth, "Idempotency-Key": key})  # fmt: skip
+
+    resp = await build(first_auth, first_village, "alone")  # a quiet process: at once
+    assert resp.status == 200, await resp.text()
+    written = record_calls(monkeypatch, type(shared), "_write")
+    asked = [
+        asyncio.ensure_future(build(auth, village, f"k{i}"))
+        for i, (auth, village) in enumerate(players)
+    ]
+    await wait_for(lambda: sum(map(len, shared.waiting.values())) == 4, "four closings waiting")
+    await pacing.advance(shared.runners.gather_ms)
+    answers = [await a for a in asyncio.as_completed(asked)]
+    assert {a.status for a in answers} == {200}
+    assert [len(call[3]) for call in written] == [4]  # (self, conn, shape, batch)
+    engine = create_engine(pg_settings)
+    try:
+        async with engine.connect() as conn:
+            per_village = dict(
+                (await conn.execute(
+                    select(BuildOrder.village_id, func.count()).group_by(BuildOrder.village_id)
+                )).all()
+            )  # fmt: skip
+            events = await conn.scalar(select(func.count()).select_from(ScheduledEvent))
+    finally:
+        await engine.dispose()
+    assert per_village == {first_village: 2, **{v: 1 for _, v in players[1:]}}
+    assert events == 5
 
 
 async def _add_troops(settings: Settings, village_id: int, troops: dict[str, int]) -> None:
