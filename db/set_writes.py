@@ -96,6 +96,22 @@ def arguments(
     return params
 
 
+def lock_order(guard: Executable) -> list[str]:
+    """The names of ``guard``'s parameters in the order its WHERE clause names them: the
+    closings of a batch are sorted by their values, so two batches that meet the same rows
+    (two writers, two web processes) lock them in the same order, and neither waits for
+    the other in a deadlock (the key a guard finds its row by comes first in its WHERE)."""
+    where = getattr(guard, "whereclause", None)
+    if where is None:
+        return []
+    names = [
+        element.key
+        for element in iterate(where)
+        if isinstance(element, BindParameter) and not element.unique
+    ]
+    return list(dict.fromkeys(names))
+
+
 def _binds(guard: Executable) -> dict[str, TypeEngine[Any]]:
     """The named parameters of ``guard`` and their types."""
     return {

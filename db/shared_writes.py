@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -47,6 +48,18 @@ class _Closing:
     done: asyncio.Future[bool]
 
 
+@dataclass(frozen=True)
+class _Built:
+    statement: Executable | None
+    lock_order: list[str]
+    given: tuple[Executable, ...]
+
+
+def _sort_key(closing: _Closing, names: list[str]) -> tuple[tuple[bool, Any], ...]:
+    params = closing.guard[1] if closing.guard is not None else {}
+    return tuple((params[name] is None, params[name]) for name in names)
+
+
 class _NotHeld(Exception):
     """A closing run alone whose guard touched no row: its transaction rolls back."""
 
@@ -64,9 +77,10 @@ class SharedWrites:
         self.max_batch = max_batch
         # by shape, oldest first: the closings waiting to be written
         self.waiting: dict[_Shape, list[_Closing]] = {}
-        # by shape: the set-based statement (None: the shape cannot be one) and what it
-        # was built from (the cache is keyed by id(): held, and checked, so an id is not reused)
-        self.statements: dict[_Shape, tuple[Executable | None, tuple[Executable, ...]]] = {}
+        # by shape: the set-based statement (None: the shape cannot be one), the guard's
+        # parameters its closings are sorted by, and what it was built from (the cache is
+        # keyed by id(): held, and checked, so an id is not reused)
+        self.statements: dict[_Shape, _Built] = {}
         self.statements_run = 0  # set-based statements and closings run alone, for metrics
         self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting), gather_ms, clock)
 
@@ -117,8 +131,11 @@ class SharedWrites:
             _fail(batch, exc)
 
     async def _write(self, conn: AsyncConnection, shape: _Shape, batch: list[_Closing]) -> None:
-        statement = self._statement(shape, batch[0]) if len(batch) > 1 else None
-        if statement is not None:
+        built = self._built(shape, batch[0]) if len(batch) > 1 else None
+        if built is not None and built.statement is not None:
+            statement = built.statement
+            if built.lock_order:
+                batch.sort(key=lambda c: _sort_key(c, built.lock_order))
             guards = None if batch[0].guard is None else [c.guard[1] for c in batch]  # type: ignore[index]
             params = set_writes.arguments([[v for _, v in c.writes] for c in batch], guards)
             self.statements_run += 1
@@ -145,19 +162,21 @@ class SharedWrites:
                 if not closing.done.done():
                     closing.done.set_result(result)
 
-    def _statement(self, shape: _Shape, closing: _Closing) -> Executable | None:
+    def _built(self, shape: _Shape, closing: _Closing) -> _Built:
         given = (
             *(statement for statement, _ in closing.writes),
             *(() if closing.guard is None else (closing.guard[0],)),
         )
         found = self.statements.get(shape)
-        if found is None or any(a is not b for a, b in zip(found[1], given, strict=True)):
-            built = set_writes.statement(
+        if found is None or any(a is not b for a, b in zip(found.given, given, strict=True)):
+            guard = None if closing.guard is None else closing.guard[0]
+            statement = set_writes.statement(
                 [(insert, sorted(values)) for insert, values in closing.writes],  # type: ignore[misc]
-                None if closing.guard is None else closing.guard[0],
+                guard,
             )
-            found = self.statements[shape] = (built, given)
-        return found[0]
+            order = set_writes.lock_order(guard) if guard is not None else []
+            found = self.statements[shape] = _Built(statement, order, given)
+        return found
 
     async def close(self) -> None:
         """Give the connections back (after the commands ended)."""

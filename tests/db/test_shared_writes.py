@@ -20,7 +20,9 @@ from db import driver
 from db.connection_shelf import ConnectionShelf
 from db.engine import create_engine
 from db.models import IdempotentResponse
+from db.set_writes import lock_order
 from db.shared_writes import SharedWrites
+from refgame.resources import STOCKS
 from tests.calls import record_calls
 from tests.waiting import wait_for
 
@@ -166,3 +168,21 @@ async def test_a_closing_with_two_guards_is_not_taken(shared: SharedWrites) -> N
     assert not shared.takes([*_claim("a", 1), *_claim("b", 1)])
     with pytest.raises(ValueError, match="own transaction"):
         await shared.write([(STORE, _row("n1"))], [*_claim("a", 1), *_claim("b", 1)])
+
+
+async def test_a_batch_locks_its_rows_in_the_order_of_its_guards_key(
+    pg: AsyncEngine, shared: SharedWrites, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two batches that meet the same rows lock them in one order (no deadlock between two
+    writers): the closings are sorted by the guard's WHERE parameters, its key first."""
+    assert lock_order(CLAIM) == ["claim_key"]
+    spend = STOCKS.spend_at(1, {"wood": 1}, 0, "postgresql")[0]
+    assert lock_order(spend)[0] == "spend_village"
+    ran = record_calls(monkeypatch, driver, "rows")
+    held = await asyncio.gather(
+        *(shared.write([(STORE, _row(f"n{key}"))], _claim(key, 201)) for key in "cba")
+    )
+    assert held == [True, True, True]  # each its own outcome, whatever the order written
+    [(_, _, params)] = ran
+    assert params["g_claim_key"] == ["a", "b", "c"]
+    assert params["w0_key"] == ["na", "nb", "nc"]
