@@ -79,8 +79,6 @@ _KEPT_FOR_COMMANDS = _POOL * 2 // 3
 # connections of the commands' shared reads (``db.shared_reads``), beside the shelf's
 _SHARED_READ_SLOTS = 3
 _SHARED_READ_BATCH = 64
-# connections that write commands' closing statements together (``db.shared_writes``)
-_SHARED_WRITE_SLOTS = 2
 
 
 async def _resources(app: web.Application) -> AsyncIterator[None]:
@@ -124,8 +122,8 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     shared_writes = None
     if not settings.is_sqlite:  # SQLite has one writer at a time: nothing to write together
         shared_writes = SharedWrites(
-            ConnectionShelf(engine, keep=_SHARED_WRITE_SLOTS),
-            _SHARED_WRITE_SLOTS,
+            ConnectionShelf(engine, keep=config.command_writers),
+            config.command_writers,
             config.command_batch,
             config.command_gather_ms,
         )

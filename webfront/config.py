@@ -48,9 +48,11 @@ class WebConfig:
     snapshot_batch: int = 64
     snapshot_gather_ms: int = 20
     # Commands that wrote nothing before their closing statement (their guard, rows, events
-    # and idempotency record) are written together, up to command_batch per statement, and
-    # so are those handed over within command_gather_ms of the last statement
-    # (db.shared_writes; PostgreSQL only). 0: each is written as soon as a slot is free.
+    # and idempotency record) hand it to command_writers connections (db.shared_writes;
+    # PostgreSQL only): closings that wait are written together, up to command_batch per
+    # statement, and so are those handed over within command_gather_ms of the last
+    # statement. 0: each is written as soon as a writer is free.
+    command_writers: int = 2
     command_batch: int = 64
     command_gather_ms: int = 10
     # Sessions, versions and bodies remembered in process, invalidated by Redis's client-side

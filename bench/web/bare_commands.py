@@ -29,17 +29,50 @@ def _settled(res: str, cap: str, declining: bool) -> str:
     return f"GREATEST(0, {value})" if declining else value
 
 
-def spend_sql() -> str:
-    """Settle every resource at $2 and subtract $3.. in one UPDATE, only if each covers it."""
+def _spend_parts() -> tuple[str, str]:
+    """The SET list and the WHERE conditions: every resource settled at $2, $3.. subtracted."""
     sets, conds = [], []
     for i, r in enumerate(RESOURCE_TYPES):
         value = _settled(r.name, r.cap or r.name, r.may_decline)
         sets.append(f"{r.name} = {value} - ${i + 3}")
         conds.append(f"{value} >= ${i + 3}")
+    return ", ".join(sets), " AND ".join(conds)
+
+
+def spend_sql() -> str:
+    """Settle every resource at $2 and subtract $3.. in one UPDATE, only if each covers it."""
+    sets, conds = _spend_parts()
     return (
-        f"UPDATE village_stock SET {', '.join(sets)}, updated_ms = GREATEST(updated_ms, $2) "
-        f"WHERE village_id = $1 AND {' AND '.join(conds)} "
+        f"UPDATE village_stock SET {sets}, updated_ms = GREATEST(updated_ms, $2) "
+        f"WHERE village_id = $1 AND {conds} "
         "RETURNING updated_ms, (SELECT player_id FROM villages WHERE id = $1)"
+    )
+
+
+def builds_sql() -> str:
+    """Many builds (``$1`` their villages, ``$n`` their idempotency keys) as one statement,
+    as the web tier writes commands that wait together (``db.shared_writes``): the spends
+    in one UPDATE, then an order, an event and an idempotency row for each that held."""
+    sets, conds = _spend_parts()
+    n = len(RESOURCE_TYPES)
+    kind, done, first_event, keys = f"${n + 3}", f"${n + 4}", f"${n + 5}", f"${n + 6}"
+    return (
+        "WITH asked AS (SELECT * FROM unnest($1::bigint[], "
+        f"{keys}::text[]) AS a(village_id, key)), "
+        f"spent AS (UPDATE village_stock SET {sets}, updated_ms = GREATEST(updated_ms, $2) "
+        f"FROM asked WHERE village_stock.village_id = asked.village_id AND {conds} "
+        "RETURNING asked.village_id, asked.key, "
+        "(SELECT player_id FROM villages WHERE id = asked.village_id) AS player_id), "
+        "orders AS (INSERT INTO build_orders (village_id, kind, target_level, started_ms, "
+        f"done_ms) SELECT village_id, {kind}, 1, $2, {done} FROM spent "
+        "RETURNING id, village_id), "
+        "events AS (INSERT INTO scheduled_events (id, kind, village_id, due_ms, priority, "
+        f"payload, created_ms, attempts) SELECT {first_event} + row_number() OVER (), "
+        f"'build_done', village_id, {done}, 0, "
+        "convert_to(json_build_object('order_id', id)::text, 'UTF8'), $2, 0 FROM orders) "
+        "INSERT INTO idempotent_responses (player_id, key, request_hash, status, body, "
+        "created_ms) SELECT player_id, key, repeat('0', 64), 200, "
+        "json_build_object('kind', " + kind + "::text), $2 FROM spent"
     )
 
 
@@ -63,6 +96,7 @@ class BareBuild:
 
     def __init__(self) -> None:
         self.spend = spend_sql()
+        self.builds = builds_sql()
         self.cost = build_cost("woodcutter", 1).as_dict()
         self.fixed = [to_fixed(self.cost.get(r.name, 0)) for r in RESOURCE_TYPES]
         self.next_event = int(time.time() * 1000) << 16 | secrets.randbelow(1 << 12) << 4
@@ -88,6 +122,18 @@ class BareBuild:
             if key:
                 await conn.execute(IDEMPOTENCY_SQL, row[1], key, "0" * 64, text, now)
         return text
+
+    async def run_many(self, conn: asyncpg.Connection, asked: list[tuple[int, str]]) -> None:
+        """Build a woodcutter in each (village, idempotency key) of ``asked``, in one
+        statement committed by itself; a village that cannot pay gets nothing."""
+        now = int(time.time() * 1000)
+        first_event = self.next_event
+        self.next_event += len(asked)
+        asked = sorted(asked)  # rows locked in one order: two batches never deadlock
+        villages, keys = [v for v, _ in asked], [k for _, k in asked]
+        await conn.execute(
+            self.builds, villages, now, *self.fixed, "woodcutter", now + 60_000, first_event, keys
+        )
 
 
 def _error(status: int, code: str, message: str) -> web.Response:

@@ -13,11 +13,14 @@ stack has stopped, on the world's own database:
   rows not decoded; the reads are dealt in turn to one gatherer per web process, which
   batches them as the process does (``WebConfig``'s gather window, batch and slots,
   ``common.batch_slots``), so a statement reads as many players as the stack's would;
-- every command and every event: the hand-written build transaction of ``bench web``'s
-  command ceiling (a conditional spend, an order row, an event row, an idempotency row,
-  one commit) in a random player's village of the step; a village that cannot pay is
-  refused after the spend and writes nothing, as its player's commands are. An event
-  does at least as much.
+- every command: a hand-written build (a conditional spend, an order row, an event row,
+  an idempotency row) in a random player's village of the step, gathered as the web tier
+  gathers commands' closing statements (``WebConfig``'s writers, batch and gather window):
+  a batch of builds in one set-based statement, one commit (``bench.web.bare_commands``'s
+  ``run_many``); a village that cannot pay gets nothing, as its player's commands;
+- every event: the hand-written build transaction of ``bench web``'s command ceiling (the
+  same four writes, one commit), one at a time as the task server runs them at these
+  rates. An event does at least as much.
 
 Redis, the event streams and logins cost nothing at the floor. It is a lower bound of
 the work the traffic needs, not a design: CPU per player per tier at the floor, the
@@ -82,10 +85,6 @@ class Traffic:
             events_per_s=step["event_lateness"]["count"] / window_s,
         )
 
-    @property
-    def writes_per_s(self) -> float:
-        return self.commands_per_s + self.events_per_s
-
     def scaled(self, players: int) -> Traffic:
         """The same traffic per player, for ``players`` players."""
         k = players / self.players
@@ -102,8 +101,10 @@ class Costs:
     http_server: float
     build_postgres: float
     build_client: float
-    write_postgres: float
-    write_client: float
+    command_postgres: float
+    command_client: float
+    event_postgres: float
+    event_client: float
 
 
 async def paced(rate: float, seconds: float, op: Callable[[], Awaitable[object]]) -> int:
@@ -206,28 +207,28 @@ async def _measured(
 
 
 class _Gathered:
-    """Snapshot reads batched as one web process batches them (``webfront.snapshot_reads``:
-    at most ``snapshot_builds`` statements at once, up to ``snapshot_batch`` players each,
-    one no sooner than ``snapshot_gather_ms`` after the last)."""
+    """Work batched as one web process batches it (``common.batch_slots``: at most ``slots``
+    statements at once, up to ``max_batch`` items each, one no sooner than ``gather_ms``
+    after the last): its snapshot reads (``webfront.snapshot_reads``) or its commands'
+    closing statements (``db.shared_writes``)."""
 
     def __init__(
         self,
         pool: asyncpg.Pool,
-        read_on: Callable[[asyncpg.Connection, list[int]], Awaitable[None]],
-        config: WebConfig,
+        run_on: Callable[[asyncpg.Connection, list[Any]], Awaitable[None]],
+        slots: int,
+        max_batch: int,
+        gather_ms: int,
     ) -> None:
         self.pool = pool
-        self.read_on = read_on
-        self.max_batch = config.snapshot_batch
-        self.waiting: list[tuple[int, asyncio.Future[None]]] = []
-        self.runners = BatchSlots(
-            config.snapshot_builds, self._run, lambda: bool(self.waiting),
-            config.snapshot_gather_ms,
-        )  # fmt: skip
+        self.run_on = run_on
+        self.max_batch = max_batch
+        self.waiting: list[tuple[Any, asyncio.Future[None]]] = []
+        self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting), gather_ms)
 
-    async def read(self, player_id: int) -> None:
+    async def run(self, item: Any) -> None:
         done = asyncio.get_running_loop().create_future()
-        self.waiting.append((player_id, done))
+        self.waiting.append((item, done))
         self.runners.wake()
         await done
 
@@ -238,7 +239,7 @@ class _Gathered:
             return
         try:
             async with self.pool.acquire() as conn:
-                await self.read_on(conn, [player_id for player_id, _ in batch])
+                await self.run_on(conn, [item for item, _ in batch])
         except Exception as exc:
             for _, done in batch:
                 done.set_exception(exc)
@@ -270,17 +271,22 @@ async def build_cost(
         async def prepare_on(conn: asyncpg.Connection) -> None:
             await read_on(conn, [random.choice(players).player_id])
 
+        config = WebConfig()
         processes = itertools.cycle(
-            [_Gathered(pool, read_on, WebConfig()) for _ in range(web_workers)]
-        )
+            [
+                _Gathered(pool, read_on, config.snapshot_builds, config.snapshot_batch,
+                          config.snapshot_gather_ms)
+                for _ in range(web_workers)
+            ]
+        )  # fmt: skip
 
         async def op() -> None:
-            await next(processes).read(random.choice(players).player_id)
+            await next(processes).run(random.choice(players).player_id)
 
         return await _measured(pool, prepare_on, op, rate, seconds)
 
 
-async def write_cost(
+async def event_cost(
     dsn: str, players: Sequence[SimPlayer], rate: float, seconds: float
 ) -> tuple[float, float]:
     """(PostgreSQL, client) µs of one hand-written build transaction."""
@@ -296,6 +302,35 @@ async def write_cost(
                 await write_on(conn)
 
         return await _measured(pool, write_on, op, rate, seconds)
+
+
+async def command_cost(
+    dsn: str, players: Sequence[SimPlayer], rate: float, seconds: float, web_workers: int
+) -> tuple[float, float]:
+    """(PostgreSQL, client) µs of one hand-written build, the builds gathered into
+    set-based statements as ``web_workers`` web processes gather their commands'."""
+    bare = BareBuild()
+    async with _pool(dsn, {}) as pool:
+
+        async def write_on(conn: asyncpg.Connection, villages: list[int]) -> None:
+            await bare.run_many(conn, [(v, os.urandom(8).hex()) for v in villages])
+
+        async def prepare_on(conn: asyncpg.Connection) -> None:
+            await write_on(conn, [random.choice(players).village_id])
+
+        config = WebConfig()
+        processes = itertools.cycle(
+            [
+                _Gathered(pool, write_on, config.command_writers, config.command_batch,
+                          config.command_gather_ms)
+                for _ in range(web_workers)
+            ]
+        )  # fmt: skip
+
+        async def op() -> None:
+            await next(processes).run(random.choice(players).village_id)
+
+        return await _measured(pool, prepare_on, op, rate, seconds)
 
 
 async def measure_costs(
@@ -327,13 +362,15 @@ async def database_costs(
     seconds: float,
     http: float = 0.0,
 ) -> Costs:
-    """The snapshot reads' (gathered as ``web_workers`` processes gather them) and the
-    writes' costs at ``traffic``'s rates (at most ``MAX_PROBE_RATE``); ``http``: the
-    requests' cost, measured apart."""
-    builds, writes = probe_rate(traffic.builds_per_s), probe_rate(traffic.writes_per_s)
+    """The snapshot reads' and the commands' (gathered as ``web_workers`` processes gather
+    them) and the events' costs at ``traffic``'s rates (at most ``MAX_PROBE_RATE``);
+    ``http``: the requests' cost, measured apart."""
+    builds = probe_rate(traffic.builds_per_s)
+    commands, events = probe_rate(traffic.commands_per_s), probe_rate(traffic.events_per_s)
     build_pg, build_client = await build_cost(dsn, game, players, builds, seconds, web_workers)
-    write_pg, write_client = await write_cost(dsn, players, writes, seconds)
-    return Costs(http, build_pg, build_client, write_pg, write_client)
+    command_pg, command_client = await command_cost(dsn, players, commands, seconds, web_workers)
+    event_pg, event_client = await event_cost(dsn, players, events, seconds)
+    return Costs(http, build_pg, build_client, command_pg, command_client, event_pg, event_client)
 
 
 def floor_figures(
@@ -344,9 +381,9 @@ def floor_figures(
     t, c = traffic, costs
     per_s = {  # CPU µs per second of the step's traffic, per tier
         "web": t.requests_per_s * c.http_server + t.builds_per_s * c.build_client
-        + t.commands_per_s * c.write_client,
-        "task_server": t.events_per_s * c.write_client,
-        "postgres": t.builds_per_s * c.build_postgres + t.writes_per_s * c.write_postgres,
+        + t.commands_per_s * c.command_client,
+        "task_server": t.events_per_s * c.event_client,
+        "postgres": _postgres_us_per_s(t, c),
         "redis": 0.0,
     }  # fmt: skip
     millicores = {tier: round(us / 1000 / t.players, 4) for tier, us in per_s.items()}
@@ -366,18 +403,29 @@ def target_figures(traffic: Traffic, costs: Costs, cores: int) -> dict[str, Any]
     statements and write transactions on PostgreSQL and their client, each measured at
     its own rate, HTTP counted as nothing. A lower bound of the cores the target needs."""
     t, c = traffic, costs
-    postgres = (t.builds_per_s * c.build_postgres + t.writes_per_s * c.write_postgres) / 1e6
-    clients = (t.builds_per_s * c.build_client + t.writes_per_s * c.write_client) / 1e6
+    postgres = _postgres_us_per_s(t, c) / 1e6
+    clients = (
+        t.builds_per_s * c.build_client + t.commands_per_s * c.command_client
+        + t.events_per_s * c.event_client
+    ) / 1e6  # fmt: skip
     measured = {k: v for k, v in asdict(costs).items() if k != "http_server"}
     return {
         "players": t.players,
         "traffic": {k: round(v, 2) for k, v in asdict(traffic).items()},
         "measured_at_per_s": {
             "builds": round(probe_rate(t.builds_per_s), 1),
-            "writes": round(probe_rate(t.writes_per_s), 1),
+            "commands": round(probe_rate(t.commands_per_s), 1),
+            "events": round(probe_rate(t.events_per_s), 1),
         },
         "cpu_us_per_operation": {k: round(v, 1) for k, v in measured.items()},
         "postgres_cores": round(postgres, 2),
         "cores_at_least": round(postgres + clients, 2),
         "fits_these_cores": postgres + clients <= cores,
     }
+
+
+def _postgres_us_per_s(t: Traffic, c: Costs) -> float:
+    return (
+        t.builds_per_s * c.build_postgres + t.commands_per_s * c.command_postgres
+        + t.events_per_s * c.event_postgres
+    )  # fmt: skip

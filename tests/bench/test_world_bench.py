@@ -85,27 +85,28 @@ def test_the_floor_prices_a_steps_traffic_per_player() -> None:
     # every request a page sent, once; the answers that were whole snapshots
     assert traffic == Traffic(1000, requests_per_s=36.0, builds_per_s=8.0, commands_per_s=4.0,
                               events_per_s=3.0)  # fmt: skip
-    costs = Costs(http_server=100, build_postgres=400, build_client=200, write_postgres=500,
-                  write_client=300)  # fmt: skip
+    costs = Costs(http_server=100, build_postgres=400, build_client=200, command_postgres=250,
+                  command_client=150, event_postgres=500, event_client=300)  # fmt: skip
     ours = {"web": 0.01, "task_server": 0.002, "postgres": 0.01, "redis": 0.001,
             "load_generator": 5.0}  # fmt: skip
     floor = floor_figures(traffic, costs, ours, cores=2)
-    # web: 36 x 100 + 8 x 200 + 4 x 300 µs a second for 1,000 players; task: 3 x 300;
-    # PostgreSQL: 8 x 400 + (4 + 3) x 500
+    # web: 36 x 100 + 8 x 200 + 4 x 150 µs a second for 1,000 players; task: 3 x 300;
+    # PostgreSQL: 8 x 400 + 4 x 250 + 3 x 500
     assert floor["millicores_per_player"] == {
-        "web": 0.0064, "task_server": 0.0009, "postgres": 0.0067, "redis": 0.0,
+        "web": 0.0058, "task_server": 0.0009, "postgres": 0.0057, "redis": 0.0,
     }  # fmt: skip
-    assert floor["players_on_these_cores"] == 142_857  # 2,000 millicores / 0.014
-    assert floor["ours_to_floor"] == 1.64  # the servers' 0.023, the load generator apart
+    assert floor["players_on_these_cores"] == 161_290  # 2,000 millicores / 0.0124
+    assert floor["ours_to_floor"] == 1.85  # the servers' 0.023, the load generator apart
 
     # the target's players send the same per player; its database work alone
     target = traffic.scaled(100_000)
     assert target == Traffic(100_000, 3600.0, 800.0, 400.0, 300.0)
     need = target_figures(target, costs, cores=2)
-    # PostgreSQL: 800 x 400 + 700 x 500 µs a second; their client: 800 x 200 + 700 x 300
-    assert need["postgres_cores"] == 0.67 and need["cores_at_least"] == 1.04
+    # PostgreSQL: 800 x 400 + 400 x 250 + 300 x 500 µs a second; their client:
+    # 800 x 200 + 400 x 150 + 300 x 300
+    assert need["postgres_cores"] == 0.57 and need["cores_at_least"] == 0.88
     assert need["fits_these_cores"] is True
-    assert target_figures(target, costs, cores=1)["fits_these_cores"] is False
+    assert target_figures(target.scaled(200_000), costs, cores=1)["fits_these_cores"] is False
 
 
 async def test_the_floors_load_starts_each_operation_once() -> None:
