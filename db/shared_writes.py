@@ -81,7 +81,10 @@ class SharedWrites:
         # parameters its closings are sorted by, and what it was built from (the cache is
         # keyed by id(): held, and checked, so an id is not reused)
         self.statements: dict[_Shape, _Built] = {}
-        self.statements_run = 0  # set-based statements and closings run alone, for metrics
+        # for metrics: closings handed over, and the statements that wrote them (a batch's
+        # set-based statement, or one per closing run alone)
+        self.closings = 0
+        self.statements_run = 0
         self.runners = BatchSlots(slots, self._run, lambda: bool(self.waiting), gather_ms, clock)
 
     @property
@@ -104,6 +107,7 @@ class SharedWrites:
             None if guard is None else (id(guard[0]), tuple(sorted(guard[1]))),
         )
         closing = _Closing(writes, guard, asyncio.get_running_loop().create_future())
+        self.closings += 1
         self.waiting.setdefault(shape, []).append(closing)
         self.runners.wake()
         return await closing.done

@@ -128,6 +128,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
             config.command_gather_ms,
         )
     app[SHARED_WRITES] = shared_writes
+    app[METRICS].shared_writes = shared_writes
     app[REDIS] = redis  # type: ignore[misc]
     app[FAST_REDIS] = fast
     app[LOCAL_CACHE] = local

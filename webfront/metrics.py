@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
 
+from db.shared_writes import SharedWrites
 from webfront.proxies import ClientResolver
 
 _BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -49,6 +50,9 @@ class Metrics:
         # snapshot statements run (each reads a batch of players: against the builds, how
         # well the reads gather, webfront.snapshot_reads)
         self.snapshot_statements = 0
+        # where commands' closing statements are written together (db.shared_writes; None
+        # on SQLite): its closings against its statements, how well the writes gather
+        self.shared_writes: SharedWrites | None = None
         self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -89,6 +93,17 @@ class Metrics:
             "webfront_snapshot_statements",
             "snapshot statements run (each reads every player whose build waited for it)",
             value=self.snapshot_statements,
+        )
+        writes = self.shared_writes
+        yield CounterMetricFamily(
+            "webfront_command_closings",
+            "commands' closing statements handed to the shared writers (db.shared_writes)",
+            value=writes.closings if writes else 0,
+        )
+        yield CounterMetricFamily(
+            "webfront_command_closing_statements",
+            "statements that wrote them (a batch's one, or one per closing written alone)",
+            value=writes.statements_run if writes else 0,
         )
 
     def render(self) -> bytes:

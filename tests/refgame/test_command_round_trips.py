@@ -35,6 +35,7 @@ from tests.calls import record_calls
 from tests.conftest import TEST_REDIS_URL
 from tests.waiting import wait_for
 from tests.web.conftest import FAST_CONFIG, PASSWORD
+from tests.web.helpers import counter
 from webfront import commands
 from webfront.app import create_app
 from webfront.state import ENGINE, QUEUE, SHARED_WRITES
@@ -201,6 +202,9 @@ async def test_builds_of_many_players_at_once_are_written_in_one_statement(
     answers = [await a for a in asyncio.as_completed(asked)]
     assert {a.status for a in answers} == {200}
     assert [len(call[3]) for call in written] == [4]  # (self, conn, shape, batch)
+    metrics = await (await client.get("/metrics")).text()  # the one alone, then the four
+    assert counter(metrics, "webfront_command_closings_total") == 5
+    assert counter(metrics, "webfront_command_closing_statements_total") == 2
     engine = create_engine(pg_settings)
     try:
         async with engine.connect() as conn:

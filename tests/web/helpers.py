@@ -111,3 +111,11 @@ async def drop_other_connections(engine: AsyncEngine) -> None:
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
         )
+
+
+def counter(metrics_text: str, name: str) -> float:
+    """A counter's value in a /metrics answer."""
+    for line in metrics_text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")

@@ -18,7 +18,7 @@ from common.snapshot_versions import bump_versions
 from db.models import Village
 from tests.waiting import wait_for
 from tests.web.conftest import PASSWORD, MakeClient, RegisterFn
-from tests.web.helpers import drop_other_connections, version_pushed
+from tests.web.helpers import counter, drop_other_connections, version_pushed
 from webfront import keys, snapshot_reads
 from webfront.snapshot import SNAPSHOTS, SnapshotService
 from webfront.snapshot_reads import SnapshotReads
@@ -286,12 +286,9 @@ async def test_the_batch_statement_reaches_rows_through_indexes(client: TestClie
     assert any("USING INDEX ix_troops_home" in row[3] for row in plan), plan
 
 
-def counted(metrics_text: str, name: str = "webfront_snapshot_builds_total") -> float:
-    """A counter's value in a /metrics answer (by default the snapshot builds)."""
-    for line in metrics_text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no {name} in /metrics")
+def counted(metrics_text: str) -> float:
+    """The snapshot builds counted in a /metrics answer."""
+    return counter(metrics_text, "webfront_snapshot_builds_total")
 
 
 async def test_builds_and_statements_are_counted_and_a_cached_body_is_neither(
@@ -302,7 +299,7 @@ async def test_builds_and_statements_are_counted_and_a_cached_body_is_neither(
 
     async def counts() -> tuple[float, float]:
         text = await (await client.get("/metrics")).text()
-        return counted(text), counted(text, "webfront_snapshot_statements_total")
+        return counted(text), counter(text, "webfront_snapshot_statements_total")
 
     builds, statements = await counts()
     for _ in range(3):  # one build, then the body caches
