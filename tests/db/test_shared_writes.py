@@ -178,11 +178,18 @@ async def test_a_batch_locks_its_rows_in_the_order_of_its_guards_key(
     assert lock_order(CLAIM) == ["claim_key"]
     spend = STOCKS.spend_at(1, {"wood": 1}, 0, "postgresql")[0]
     assert lock_order(spend)[0] == "spend_village"
-    ran = record_calls(monkeypatch, driver, "rows")
+    ran: list[Any] = []
+    rows = driver.rows
+
+    async def recorded(conn: Any, statement: Any, params: Any = None, **kw: Any) -> Any:
+        ran.append(params)
+        return await rows(conn, statement, params, **kw)
+
+    monkeypatch.setattr(driver, "rows", recorded)
     held = await asyncio.gather(
         *(shared.write([(STORE, _row(f"n{key}"))], _claim(key, 201)) for key in "cba")
     )
     assert held == [True, True, True]  # each its own outcome, whatever the order written
-    [(_, _, params)] = ran
+    [params] = ran
     assert params["g_claim_key"] == ["a", "b", "c"]
     assert params["w0_key"] == ["na", "nb", "nc"]

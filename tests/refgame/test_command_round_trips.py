@@ -182,6 +182,7 @@ async def test_builds_of_many_players_at_once_are_written_in_one_statement(
     together (``db.shared_writes``): each build answered as alone, each order and event
     its own."""
     shared = client.app[SHARED_WRITES]
+    shared.runners.gather_ms = 10  # WebConfig.command_gather_ms, off by default
     pacing = shared.runners.clock = ManualClock()  # the window's end is the test's to say
     players = [await _player(client, f"player{i}") for i in range(4)]
     first_auth, first_village = players[0]
