@@ -248,6 +248,26 @@ class _Gathered:
             done.set_result(None)
 
 
+def _dealt(
+    web_workers: int,
+    pool: asyncpg.Pool,
+    run_on: Callable[[asyncpg.Connection, list[Any]], Awaitable[None]],
+    slots: int,
+    max_batch: int,
+    gather_ms: int,
+) -> Callable[[Any], Awaitable[None]]:
+    """One ``_Gathered`` per web process, the work dealt to them in turn: runs an item on
+    the next one."""
+    processes = itertools.cycle(
+        [_Gathered(pool, run_on, slots, max_batch, gather_ms) for _ in range(web_workers)]
+    )
+
+    async def run(item: Any) -> None:
+        await next(processes).run(item)
+
+    return run
+
+
 async def build_cost(
     dsn: str,
     game: str,
@@ -272,16 +292,11 @@ async def build_cost(
             await read_on(conn, [random.choice(players).player_id])
 
         config = WebConfig()
-        processes = itertools.cycle(
-            [
-                _Gathered(pool, read_on, config.snapshot_builds, config.snapshot_batch,
-                          config.snapshot_gather_ms)
-                for _ in range(web_workers)
-            ]
-        )  # fmt: skip
+        read = _dealt(web_workers, pool, read_on, config.snapshot_builds,
+                      config.snapshot_batch, config.snapshot_gather_ms)  # fmt: skip
 
         async def op() -> None:
-            await next(processes).run(random.choice(players).player_id)
+            await read(random.choice(players).player_id)
 
         return await _measured(pool, prepare_on, op, rate, seconds)
 
@@ -319,16 +334,11 @@ async def command_cost(
             await write_on(conn, [random.choice(players).village_id])
 
         config = WebConfig()
-        processes = itertools.cycle(
-            [
-                _Gathered(pool, write_on, config.command_writers, config.command_batch,
-                          config.command_gather_ms)
-                for _ in range(web_workers)
-            ]
-        )  # fmt: skip
+        write = _dealt(web_workers, pool, write_on, config.command_writers,
+                       config.command_batch, config.command_gather_ms)  # fmt: skip
 
         async def op() -> None:
-            await next(processes).run(random.choice(players).village_id)
+            await write(random.choice(players).village_id)
 
         return await _measured(pool, prepare_on, op, rate, seconds)
 
