@@ -35,6 +35,15 @@ class TaskServerConfig:
     # per this many ms per busy partition, however few events it carries. 0: claim only
     # what is due. Keep it far below the game's lookahead (``set_lookahead``).
     claim_ahead_ms: int = 50
+    # Durable groups of one kind that wait together, from any of this process's
+    # partitions, run as one transaction with one handler call (``common.queue.gathered``):
+    # at most ``event_slots`` such transactions at once (0: each worker commits its own
+    # groups, as many at once as partitions are busy), of ``event_batch`` events at most;
+    # ``event_gather_ms``: groups coming within this long of the last transaction wait
+    # for the next (0: only groups that wait while the slots are busy gather).
+    event_slots: int = 4
+    event_batch: int = BATCH_SIZE
+    event_gather_ms: int = 0
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS
@@ -50,6 +59,10 @@ class TaskServerConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 4000:
             raise ValueError("batch_size must be 1..4000")
+        if not (0 <= self.event_slots <= 64 and 1 <= self.event_batch <= 4000):
+            raise ValueError("event_slots must be 0..64 and event_batch 1..4000")
+        if not 0 <= self.event_gather_ms <= 1000:
+            raise ValueError("event_gather_ms must be 0..1000")
         if not 0 <= self.claim_ahead_ms <= 1000:
             raise ValueError("claim_ahead_ms must be 0..1000")
         if self.partition_heartbeat_ms * 2 > self.partition_lease_ttl_ms:

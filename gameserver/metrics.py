@@ -92,6 +92,19 @@ class QueueMetrics:
             _LATENESS_BUCKETS,
             r,
         )
+        self.transactions = Counter(
+            "gameserver_event_transactions",
+            "Transactions that ran durable events (one call of their handler; groups of "
+            "several partitions gathered into one count once)",
+            ["kind"],
+            registry=r,
+        )
+        self.transaction_events = Counter(
+            "gameserver_event_transaction_events",
+            "Events those transactions carried",
+            ["kind"],
+            registry=r,
+        )
         self.handler_failures = Counter(
             "gameserver_handler_failures",
             "Handler calls that raised or timed out (their events are then isolated)",

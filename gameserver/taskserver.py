@@ -30,6 +30,7 @@ from common.fastredis import FastRedis
 from common.node_lease import NodeLease
 from common.queue.constants import PARTITION_LEASE_GROUP
 from common.queue.eventqueue import EventQueue
+from common.queue.gathered import GatheredRuns
 from common.queue.handlers import HandlerRegistry, Job
 from common.queue.reconciler import Reconciler
 from common.queue.tx import WorldShape
@@ -112,6 +113,7 @@ class TaskServer:
         self._world_jobs: list[WorldJob] = []
         self._pending_jobs: list[tuple[str, Callable[[], Awaitable[object]], float, Any]] = []
         self._job_metrics: JobMetrics | None = None
+        self.gathered: GatheredRuns | None = None  # durable groups run together (``_open``)
 
     # --- extension points -------------------------------------------------------
 
@@ -223,8 +225,16 @@ class TaskServer:
             clock=self.clock,
         )
         await self.queue.load_scripts()
+        cfg = self.config
+        if cfg.event_slots:
+            self.gathered = GatheredRuns(
+                slots=cfg.event_slots, max_batch=cfg.event_batch, gather_ms=cfg.event_gather_ms
+            )
 
     async def _close(self) -> None:
+        if self.gathered is not None:  # the workers stopped: only a runner may be in flight
+            await self.gathered.close()
+            self.gathered = None
         if self.queue is not None:
             await self.queue.aclose()
         if self.fast is not None:
@@ -450,6 +460,7 @@ class TaskServer:
             may_run=self.clock_ok,
             world=WorldShape(self.settings.map_radius, self.settings.tick_shards),
             fast=self.fast,
+            gathered=self.gathered,
         )
         self.wake.attach(partition, worker)
         task = asyncio.create_task(self._supervise(worker), name=f"partition-{partition}")

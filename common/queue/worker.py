@@ -21,6 +21,7 @@ from common.queue import codec, durable
 from common.queue.claims import ClaimLine
 from common.queue.eventqueue import EventQueue, check_new_event
 from common.queue.events import Claim, Event, NewEvent
+from common.queue.gathered import GatheredRuns, Ran, RunAlone
 from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.policy import RetryPolicy
 from common.queue.sqlite_reader import SqliteReader
@@ -56,6 +57,9 @@ class _Outcome:
     follow_memory: list[NewEvent] = field(default_factory=list)
     players: set[int] = field(default_factory=set)  # touched by in-memory handlers
     redelivered: int = 0
+    # a transaction of this batch scheduled events (indexed by this worker or, for a
+    # gathered one, perhaps by another partition's): the claim's next due time is old
+    scheduled: bool = False
 
 
 # A partition whose events were held back claims again this much later.
@@ -135,8 +139,12 @@ class PartitionWorker:
         may_run: Callable[[], bool] | None = None,
         world: WorldShape | None = None,
         fast: ScriptRunner | None = None,
+        gathered: GatheredRuns | None = None,
     ) -> None:
         self.queue = queue
+        # the process's runner of durable groups gathered across partitions; None: each
+        # group commits in a transaction of this worker's own
+        self.gathered = gathered
         # a pipelined connection to the queue's Redis for the bumps and indexes after each
         # batch (``Committed.finish``); None: redis-py's client
         self.fast = fast
@@ -415,7 +423,7 @@ class PartitionWorker:
             or out.deferred
             or out.held
             or out.returned
-            or out.committed.events
+            or out.scheduled
             or out.follow_memory
         )
 
@@ -426,7 +434,7 @@ class PartitionWorker:
         False: put ``events[i:]`` back unrun instead, to be claimed again in order, since
         an event may now come before them: one scheduled since the claim (``wake``), or a
         follow-up of this batch; or the worker stops."""
-        if self._stopping or self.wake.is_set() or out.follow_memory or out.committed.events:
+        if self._stopping or self.wake.is_set() or out.follow_memory or out.scheduled:
             return False
         await self.queue.clock.sleep_until(until, self.wake)
         return not (self._stopping or self.wake.is_set() or not self.lease_valid())
@@ -564,6 +572,24 @@ class PartitionWorker:
     async def _call_durable(self, reg: Registration, group: list[Event], out: _Outcome) -> None:
         if self.sessions is None:
             raise RuntimeError("durable events need a database; this worker has none")
+        if self.gathered is None:
+            ran = await self._transaction(reg, group)
+        else:
+            try:
+                ran = await self.gathered.run(reg, group, self._transaction)
+            except RunAlone:
+                ran = await self._transaction(reg, group)
+        # committed: the effects and the processed records are durable now
+        out.redelivered += len(group) - len(ran.run) - len(ran.deferred)
+        out.deferred.extend(ran.deferred)
+        if ran.tx is not None:
+            out.committed.add(ran.tx, ran.follow)
+        out.scheduled = out.scheduled or ran.scheduled
+
+    async def _transaction(self, reg: Registration, group: list[Event]) -> Ran:
+        """Run ``group``'s handler in one transaction (``group`` may hold other partitions'
+        groups too: ``common.queue.gathered``)."""
+        assert self.sessions is not None
         now = self.queue.clock.now_ms()
         async with self.sessions() as session, session.begin():
             run, deferred = await durable.take_events(session, group, now)
@@ -579,10 +605,9 @@ class PartitionWorker:
                     follow = await durable.add_durable_events(
                         session, tx.events, clock=self.queue.clock, ids=self.queue.ids
                     )
-        # committed: the effects and the processed records are durable now
-        out.redelivered += len(group) - len(run) - len(deferred)
-        out.deferred.extend(deferred)
-        out.committed.add(tx, follow)
+        self.metrics.transactions.labels(reg.kind).inc()
+        self.metrics.transaction_events.labels(reg.kind).inc(len(group))
+        return Ran(run, deferred, tx, follow, scheduled=bool(follow))
 
     def _tx(self, session: AsyncSession | None, now_ms: int) -> Tx:
         return Tx(

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from common.clock import ManualClock
 from common.ids import IdGenerator
 from common.queue import EventQueue
+from common.queue.gathered import GatheredRuns
 from common.queue.handlers import HandlerRegistry
 from common.queue.worker import PartitionWorker
 from common.settings import Settings
@@ -83,6 +84,8 @@ class Workers:
         partition: int = 0,
         *,
         sessions: async_sessionmaker[AsyncSession] | None = None,
+        gathered: GatheredRuns | None = None,
+        metrics: QueueMetrics | None = None,
         **config: Any,
     ) -> PartitionWorker:
         config.setdefault("max_idle_ms", 60_000)
@@ -92,7 +95,8 @@ class Workers:
             registry,
             sessions=sessions,
             config=TaskServerConfig(**config),
-            metrics=QueueMetrics(),
+            metrics=metrics or QueueMetrics(),
+            gathered=gathered,
         )
         if self._listening is None:
             self._listening = asyncio.create_task(self.listener.run())
