@@ -11,7 +11,9 @@ all of it together, while work in a quiet process (no batch taken for ``gather_m
 taken at once. A batch's fixed cost (a statement's round trip and executor start) is then
 paid at most once per ``gather_ms`` however fast the work comes: the busier the process,
 the larger its batches and the cheaper each piece. While one runner gathers, no other
-starts: it takes whatever waits.
+starts: it takes whatever waits. With ``full`` (a whole batch waits), the runner stops
+gathering at once: waiting longer would only make the next batch wait too, as in a
+backlog, where the window would cap the batches a second.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from common.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock, Wake
 
 
 class BatchSlots:
@@ -30,6 +32,7 @@ class BatchSlots:
         pending: Callable[[], bool],
         gather_ms: int = 0,
         clock: Clock = SYSTEM_CLOCK,  # paces the batches in real time, not a game's time
+        full: Callable[[], bool] | None = None,
     ) -> None:
         if gather_ms < 0:
             raise ValueError("gather_ms must be >= 0")
@@ -42,8 +45,12 @@ class BatchSlots:
         self.gathering = False  # a runner waits to take the next batch: it takes all there is
         self.next_batch_ms = 0  # the next batch is taken no sooner than this
         self.tasks: set[asyncio.Task[None]] = set()
+        self._full = full or (lambda: False)
+        self._cut = Wake()  # ends the gathering runner's wait: a whole batch waits
 
     def wake(self) -> None:
+        if self.gathering and self._full():
+            self._cut.set()
         if self.running < self.slots and not self.gathering:
             self.running += 1
             task = asyncio.create_task(self._one())
@@ -63,10 +70,11 @@ class BatchSlots:
         """Wait until the next batch may be taken, and set when the one after it may; False
         when nothing waits (a runner started beside another that took it all): the window
         stays unused, so the next work in a quiet process is still taken at once."""
-        if self.clock.now_ms() < self.next_batch_ms and self._pending():
+        if self.clock.now_ms() < self.next_batch_ms and self._pending() and not self._full():
             self.gathering = True
+            self._cut.clear()
             try:
-                await self.clock.sleep_until(self.next_batch_ms)
+                await self.clock.sleep_until(self.next_batch_ms, self._cut)
             finally:
                 self.gathering = False
         if not self._pending():

@@ -36,14 +36,18 @@ class TaskServerConfig:
     # what is due. Keep it far below the game's lookahead (``set_lookahead``).
     claim_ahead_ms: int = 50
     # Durable groups of one kind that wait together, from any of this process's
-    # partitions, run as one transaction with one handler call (``common.queue.gathered``):
-    # at most ``event_slots`` such transactions at once (0: each worker commits its own
-    # groups, as many at once as partitions are busy), of ``event_batch`` events at most;
-    # ``event_gather_ms``: groups coming within this long of the last transaction wait
-    # for the next (0: only groups that wait while the slots are busy gather).
+    # partitions, run as one transaction with one handler call (``common.queue.gathered``;
+    # 0 slots: each worker commits its own groups). Groups handed over within
+    # ``event_gather_ms`` of the last take wait for the next (a quiet process runs a group
+    # at once; a whole ``event_batch`` waiting is taken at once); a take runs every kind
+    # that waits, each in calls of at most ``event_batch`` events (and the handler's
+    # ``max_batch``), side by side; at most ``event_slots`` takes run at once. The window
+    # is what makes a flow of one or two events per partition batch at all: every durable
+    # event may run up to that much later (a partition's events one after another, so a
+    # few windows at the p99), for fewer transactions and statements.
     event_slots: int = 4
     event_batch: int = BATCH_SIZE
-    event_gather_ms: int = 0
+    event_gather_ms: int = 50
     partition_lease_ttl_ms: int = PARTITION_LEASE_TTL_MS
     partition_heartbeat_ms: int = PARTITION_HEARTBEAT_MS
     reconcile_every_ms: int = RECONCILE_EVERY_MS

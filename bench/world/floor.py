@@ -18,9 +18,10 @@ stack has stopped, on the world's own database:
   gathers commands' closing statements (``WebConfig``'s writers, batch and gather window):
   a batch of builds in one set-based statement, one commit (``bench.web.bare_commands``'s
   ``run_many``); a village that cannot pay gets nothing, as its player's commands;
-- every event: the hand-written build transaction of ``bench web``'s command ceiling (the
-  same four writes, one commit), one at a time as the task server runs them at these
-  rates. An event does at least as much.
+- every event: the hand-written build of ``bench web``'s command ceiling (the same four
+  writes), gathered as the task servers gather their events' transactions
+  (``TaskServerConfig``'s event slots, batch and window, ``common.queue.gathered``): a
+  batch in one set-based statement, one commit. An event does at least as much.
 
 Redis, the event streams and logins cost nothing at the floor. It is a lower bound of
 the work the traffic needs, not a design: CPU per player per tier at the floor, the
@@ -51,6 +52,7 @@ from common.batch_slots import BatchSlots
 from db.driver import Prepared
 from db.engine import asyncpg_connect_args
 from gameapi.loading import load_game
+from gameserver.config import TaskServerConfig
 from webfront.config import WebConfig
 from webfront.snapshot import READ_SESSION
 from webfront.snapshot_build import builder_of
@@ -302,21 +304,15 @@ async def build_cost(
 
 
 async def event_cost(
-    dsn: str, players: Sequence[SimPlayer], rate: float, seconds: float
+    dsn: str, players: Sequence[SimPlayer], rate: float, seconds: float, task_servers: int
 ) -> tuple[float, float]:
-    """(PostgreSQL, client) µs of one hand-written build transaction."""
-    bare = BareBuild()
-    async with _pool(dsn, {}) as pool:
-
-        async def write_on(conn: asyncpg.Connection) -> None:
-            player = random.choice(players)
-            await bare.run(conn, player.village_id, "woodcutter", os.urandom(8).hex())
-
-        async def op() -> None:
-            async with pool.acquire() as conn:
-                await write_on(conn)
-
-        return await _measured(pool, write_on, op, rate, seconds)
+    """(PostgreSQL, client) µs of one event: a hand-written build, the builds gathered into
+    set-based statements as ``task_servers`` task servers gather their events'
+    transactions (``TaskServerConfig``'s slots, batch and window)."""
+    config = TaskServerConfig()
+    slots = max(config.event_slots, 1)  # 0: one transaction per group, as events come
+    return await _gathered_builds(dsn, players, rate, seconds, task_servers, slots,
+                                  config.event_batch, config.event_gather_ms)  # fmt: skip
 
 
 async def command_cost(
@@ -324,6 +320,24 @@ async def command_cost(
 ) -> tuple[float, float]:
     """(PostgreSQL, client) µs of one hand-written build, the builds gathered into
     set-based statements as ``web_workers`` web processes gather their commands'."""
+    config = WebConfig()
+    return await _gathered_builds(dsn, players, rate, seconds, web_workers,
+                                  config.command_writers, config.command_batch,
+                                  config.command_gather_ms)  # fmt: skip
+
+
+async def _gathered_builds(
+    dsn: str,
+    players: Sequence[SimPlayer],
+    rate: float,
+    seconds: float,
+    processes: int,
+    slots: int,
+    max_batch: int,
+    gather_ms: int,
+) -> tuple[float, float]:
+    """(PostgreSQL, client) µs of one hand-written build in a random player's village, the
+    builds gathered (``_dealt``) into one set-based statement and commit per batch."""
     bare = BareBuild()
     async with _pool(dsn, {}) as pool:
 
@@ -333,9 +347,7 @@ async def command_cost(
         async def prepare_on(conn: asyncpg.Connection) -> None:
             await write_on(conn, [random.choice(players).village_id])
 
-        config = WebConfig()
-        write = _dealt(web_workers, pool, write_on, config.command_writers,
-                       config.command_batch, config.command_gather_ms)  # fmt: skip
+        write = _dealt(processes, pool, write_on, slots, max_batch, gather_ms)
 
         async def op() -> None:
             await write(random.choice(players).village_id)
@@ -350,11 +362,13 @@ async def measure_costs(
     game: str,
     players: Sequence[SimPlayer],
     web_workers: int,
+    task_servers: int,
     seconds: float,
 ) -> Costs:
     http = await http_cost(traffic.requests_per_s, seconds, web_workers)
     return await database_costs(traffic, dsn=dsn, game=game, players=players,
-                                web_workers=web_workers, seconds=seconds, http=http)  # fmt: skip
+                                web_workers=web_workers, task_servers=task_servers,
+                                seconds=seconds, http=http)  # fmt: skip
 
 
 def probe_rate(rate: float) -> float:
@@ -369,17 +383,19 @@ async def database_costs(
     game: str,
     players: Sequence[SimPlayer],
     web_workers: int,
+    task_servers: int,
     seconds: float,
     http: float = 0.0,
 ) -> Costs:
     """The snapshot reads' and the commands' (gathered as ``web_workers`` processes gather
-    them) and the events' costs at ``traffic``'s rates (at most ``MAX_PROBE_RATE``);
-    ``http``: the requests' cost, measured apart."""
+    them) and the events' (as ``task_servers`` processes gather them) costs at
+    ``traffic``'s rates (at most ``MAX_PROBE_RATE``); ``http``: the requests' cost,
+    measured apart."""
     builds = probe_rate(traffic.builds_per_s)
     commands, events = probe_rate(traffic.commands_per_s), probe_rate(traffic.events_per_s)
     build_pg, build_client = await build_cost(dsn, game, players, builds, seconds, web_workers)
     command_pg, command_client = await command_cost(dsn, players, commands, seconds, web_workers)
-    event_pg, event_client = await event_cost(dsn, players, events, seconds)
+    event_pg, event_client = await event_cost(dsn, players, events, seconds, task_servers)
     return Costs(http, build_pg, build_client, command_pg, command_client, event_pg, event_client)
 
 

@@ -57,6 +57,8 @@ from common.errors import FatalError
 
 LATENESS = "gameserver_event_lateness_seconds"
 TICK = "tick_shard_seconds"
+EVENT_TRANSACTIONS = "gameserver_event_transactions"  # durable transactions of events ...
+EVENT_TRANSACTION_EVENTS = "gameserver_event_transaction_events"  # ... and the events they ran
 TARGET_PLAYERS = 100_000
 SPAWN_S = 2.0  # the generators start together this long after being spawned
 SERVER_TIERS = ("web", "task_server", "postgres", "redis")
@@ -111,6 +113,18 @@ def histogram_figures(buckets: list[list[float]]) -> dict[str, Any]:
         "p99_s": round(hist_quantile(pairs, 0.99), 4),
         "share_within_1s": share_within(pairs, 1.0),
         "buckets": buckets,
+    }
+
+
+def _transactions(counters: dict[str, list[list[float]]]) -> dict[str, Any]:
+    """The task servers' durable event transactions in the window, and the events each ran
+    (more than one: groups of several partitions gathered, ``common.queue.gathered``)."""
+    transactions = sum(n for _, n in counters[EVENT_TRANSACTIONS])
+    events = sum(n for _, n in counters[EVENT_TRANSACTION_EVENTS])
+    return {
+        "count": int(transactions),
+        "events": int(events),
+        "events_per_transaction": round(events / transactions, 2) if transactions else None,
     }
 
 
@@ -192,7 +206,7 @@ class Bench:
         if self.world.db.kind == "postgresql":
             tiers["postgres"] = postgres_pids(self.world.db.name)
         clock = CpuClock(tiers)
-        names = (LATENESS, TICK)
+        names = (LATENESS, TICK, EVENT_TRANSACTIONS, EVENT_TRANSACTION_EVENTS)
         urls = self.procs.metrics_urls()
         await asyncio.sleep(max(0.0, start_at + plan.warmup_s - time.time()))
         cpu_before = clock.read()
@@ -250,6 +264,7 @@ class Bench:
             "warmup_errors": loads["warmup_errors"],
             "event_lateness": histogram_figures(hists[LATENESS]),
             "tick_shard": histogram_figures(hists[TICK]),
+            "event_transactions": _transactions(hists),
             "cpu": cpu,
             "load_generator": {"start_lag_ms": loads["start_lag_ms"],
                                "requests_started": loads["started"]},
@@ -272,7 +287,9 @@ class Bench:
         report.console.print(
             f"  poll p99 {lat['poll']['p99']:.0f} ms, command p99 "
             f"{lat['command']['p99']:.0f} ms, lateness p99 {late['p99_s']:.3f} s "
-            f"({late['count']:,} events), tick p99 {tick['p99_s']:.3f} s, errors "
+            f"({late['count']:,} events, "
+            f"{step['event_transactions']['events_per_transaction'] or 0:.1f} a transaction), "
+            f"tick p99 {tick['p99_s']:.3f} s, errors "
             f"{step['errors']['total']}: {verdict}",
             highlight=False,
         )
@@ -464,12 +481,12 @@ async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floo
     seconds = min(FLOOR_S, plan.window_s / 2)
     costs = await measure_costs(
         traffic, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
-        seconds=seconds,
+        task_servers=plan.task_servers, seconds=seconds,
     )  # fmt: skip
     target = traffic.scaled(TARGET_PLAYERS)
     target_costs = await database_costs(
         target, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
-        seconds=seconds,
+        task_servers=plan.task_servers, seconds=seconds,
     )  # fmt: skip
     return Floor(traffic, costs, target, target_costs)
 

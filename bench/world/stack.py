@@ -269,7 +269,8 @@ def _answers(url: str) -> bool:
 
 
 def scrape_histograms(urls: list[str], names: tuple[str, ...]) -> dict[str, list[list[float]]]:
-    """Each histogram's cumulative ``[le, count]`` buckets, summed over the task servers."""
+    """Each histogram's cumulative ``[le, count]`` buckets, summed over the task servers (a
+    counter's total, over all its labels, as one ``[inf, total]`` bucket)."""
     sums: dict[str, dict[float, float]] = {name: {} for name in names}
     for url in urls:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -280,7 +281,11 @@ def scrape_histograms(urls: list[str], names: tuple[str, ...]) -> dict[str, list
             for sample in family.samples:
                 if sample.name.endswith("_bucket"):
                     le = float(sample.labels["le"])
-                    sums[family.name][le] = sums[family.name].get(le, 0.0) + sample.value
+                elif family.type == "counter" and sample.name.endswith("_total"):
+                    le = math.inf
+                else:
+                    continue
+                sums[family.name][le] = sums[family.name].get(le, 0.0) + sample.value
     return {name: [[le, n] for le, n in sorted(b.items())] for name, b in sums.items()}
 
 

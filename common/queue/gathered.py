@@ -7,13 +7,14 @@ flow of events spread over many partitions a claim holds one or two, so every ev
 pays a whole transaction (BEGIN, the take, the handler's statements, COMMIT) alone.
 
 ``GatheredRuns`` is one per task server: a worker hands over its group, and groups of
-one kind that wait together (``common.batch_slots``: while the runners are busy, or
-within ``gather_ms`` of the last batch) run as ONE group in one transaction: the
+one kind that wait together (``common.batch_slots``: handed over within ``gather_ms`` of
+the last take, or while the runners are busy) run as ONE group in one transaction: the
 handler is called once with all their events (handlers are set-based over a batch
 already, ``common.queue.handlers``), and each worker gets back what concerns its own
-events. A group's events stay in its partition's order; groups of different
-partitions hold different villages' events, so their order against each other is the
-one a partition never promised.
+events. A take runs every kind that waits, each in calls no larger than its handler's
+``max_batch``, side by side; a whole call's worth waiting (a backlog) is taken at once.
+A group's events stay in its partition's order; groups of different partitions hold
+different villages' events, whose order against each other a partition never promised.
 
 Each group keeps its own outcome: the rows a gathered transaction took are exactly the
 ones its groups' own transactions would have taken. When the gathered call fails (a
@@ -81,7 +82,10 @@ class GatheredRuns:
             raise ValueError("slots and max_batch must be >= 1")
         self.max_batch = max_batch
         self.waiting: dict[str, list[_Handed]] = {}
-        self._slots = BatchSlots(slots, self._run, lambda: bool(self.waiting), gather_ms, clock)
+        self._slots = BatchSlots(
+            slots, self._run, lambda: bool(self.waiting), gather_ms, clock, full=self._full
+        )
+        self._events: dict[str, int] = {}  # events waiting per kind
         self.gathered_calls = 0  # calls that ran more than one group (tests read it)
 
     async def run(self, reg: Registration, group: list[Event], call: Call) -> Ran:
@@ -89,40 +93,53 @@ class GatheredRuns:
         transaction raised when it ran alone, ``RunAlone`` when a gathered call failed."""
         done: asyncio.Future[Ran] = asyncio.get_running_loop().create_future()
         self.waiting.setdefault(reg.kind, []).append(_Handed(reg, group, call, done))
+        self._events[reg.kind] = self._events.get(reg.kind, 0) + len(group)
         self._slots.wake()
         return await done
 
+    def _full(self) -> bool:
+        """A whole call's worth of some kind waits (a backlog): no reason to wait longer."""
+        return any(
+            self._events[kind] >= min(self.max_batch, groups[0].reg.max_batch or self.max_batch)
+            for kind, groups in self.waiting.items()
+        )
+
     async def _run(self) -> None:
-        # The batch is taken when the runner runs: groups handed over in the same loop
-        # iteration join it.
-        if not self.waiting:
-            return
-        kind = next(iter(self.waiting))
-        batch = self._take(kind)
+        # Everything that waits is taken when the runner runs (groups handed over in the
+        # same loop iteration join it): every kind, in as many calls as its handler's
+        # ``max_batch`` needs, the calls running side by side as their groups' own would.
+        # Anything left for the next runner would wait another window.
+        batches = [batch for kind in list(self.waiting) for batch in self._take(kind)]
         try:
-            if len(batch) == 1:
-                await self._alone(batch[0])
-            elif batch:
-                await self._together(batch)
+            await asyncio.gather(*(self._one(batch) for batch in batches))
         except asyncio.CancelledError:
-            for handed in batch:
-                handed.done.cancel()
+            for batch in batches:
+                for handed in batch:
+                    handed.done.cancel()
             raise
 
-    def _take(self, kind: str) -> list[_Handed]:
-        """The first waiting groups of ``kind`` whose events fit one call."""
+    async def _one(self, batch: list[_Handed]) -> None:
+        if len(batch) == 1:
+            await self._alone(batch[0])
+        else:
+            await self._together(batch)
+
+    def _take(self, kind: str) -> list[list[_Handed]]:
+        """The waiting groups of ``kind`` in calls of at most ``max_batch`` events."""
         waiting = self.waiting.pop(kind)
+        del self._events[kind]
         cap = min(self.max_batch, waiting[0].reg.max_batch or self.max_batch)
-        batch: list[_Handed] = []
+        batches: list[list[_Handed]] = []
         size = 0
-        for i, handed in enumerate(waiting):
-            if batch and size + len(handed.group) > cap:
-                self.waiting[kind] = waiting[i:]
-                break
-            if not handed.done.done():  # done: its worker was cancelled
-                batch.append(handed)
-                size += len(handed.group)
-        return batch
+        for handed in waiting:
+            if handed.done.done():  # its worker was cancelled
+                continue
+            if not batches or size + len(handed.group) > cap:
+                batches.append([])
+                size = 0
+            batches[-1].append(handed)
+            size += len(handed.group)
+        return batches
 
     @staticmethod
     async def _alone(handed: _Handed) -> None:

@@ -103,6 +103,39 @@ async def test_a_runner_that_finds_nothing_leaves_the_window_unused() -> None:
     await wait_for(lambda: batches == [["a", "b"], ["c"]], "c taken, the clock standing still")
 
 
+async def test_a_whole_batch_waiting_ends_the_gathering_at_once() -> None:
+    """A backlog: the window would only cap the batches a second, so a full batch is taken
+    without waiting for it (the clock standing still)."""
+    clock = ManualClock()
+    start = clock.now_ms()
+    work: list[str] = []
+    batches: list[list[str]] = []
+
+    async def run() -> None:
+        batches.append(work[:3])
+        del work[:3]
+
+    slots = BatchSlots(
+        4, run, lambda: bool(work), gather_ms=20, clock=clock, full=lambda: len(work) >= 3
+    )
+    work.append("a")
+    slots.wake()
+    await wait_for(lambda: batches == [["a"]], "a taken at once")
+    work.append("b")
+    slots.wake()
+    await wait_for(clock.slept_on, "a runner gathering")
+    work.append("c")
+    slots.wake()
+    assert slots.gathering and batches == [["a"]]  # two of three: it still gathers
+    work.append("d")
+    slots.wake()  # three wait: a whole batch
+    await wait_for(lambda: batches == [["a"], ["b", "c", "d"]], "b-d taken, no clock moved")
+    work.extend(["e", "f", "g"])
+    slots.wake()  # within the window of the last batch, but whole: at once
+    await wait_for(lambda: len(batches) == 3, "e-g taken, no clock moved")
+    assert batches[-1] == ["e", "f", "g"] and clock.now_ms() == start
+
+
 def test_a_negative_gather_is_refused() -> None:
     with pytest.raises(ValueError, match="gather_ms"):
         BatchSlots(1, _nothing, lambda: False, gather_ms=-1)
