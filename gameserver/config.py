@@ -44,7 +44,8 @@ class TaskServerConfig:
     # ``max_batch``), side by side; at most ``event_slots`` takes run at once. The window
     # is what makes a flow of one or two events per partition batch at all: every durable
     # event may run up to that much later (a partition's events one after another, so a
-    # few windows at the p99), for fewer transactions and statements.
+    # few windows at the p99), for fewer transactions and statements. Keep it, with
+    # ``claim_ahead_ms``, far below the game's lookahead (``set_lookahead``).
     event_slots: int = 4
     event_batch: int = BATCH_SIZE
     event_gather_ms: int = 50

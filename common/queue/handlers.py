@@ -20,7 +20,9 @@ class Handler(Protocol):
     """``async def handler(tx, events)``: run a batch of consecutive events of one kind.
 
     Prefer set-based DB statements over a loop of per-event queries: a batch
-    can hold hundreds of events. Raising fails the batch; the worker then runs
+    can hold hundreds of events. A durable batch may hold the groups of several
+    partitions (``common.queue.gathered``): each group in its partition's order,
+    the groups' villages apart. Raising fails the batch; the worker then runs
     its events one by one so only the bad one is retried.
     """
 

@@ -11,6 +11,7 @@ stock first, a build's batch made 10, a training's 9.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,9 +23,15 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
 
 from common.clock import ManualClock
+from common.queue.events import Event
+from common.queue.gathered import Ran
+from common.queue.handlers import Registration
 from common.settings import Settings
 from gameapi import handler_registry, load_game
+from gameserver.config import TaskServerConfig
 from gameserver.taskserver import TaskServer
+from refgame.handlers import BUILD_DONE
+from tests.queue.conftest import eventually
 from tests.refgame.test_command_round_trips import RoundTrips, _player
 from tests.refgame.test_command_round_trips import pg_settings as pg_settings  # the fixture
 from tests.web.conftest import FAST_CONFIG
@@ -107,3 +114,61 @@ async def _village(client: Any, auth: dict[str, str]) -> dict[str, Any]:
     assert resp.status == 200
     village: dict[str, Any] = (await resp.json())["villages"][0]
     return village
+
+
+async def test_builds_of_several_partitions_complete_in_one_transaction(
+    aiohttp_client: Any, pg_settings: Settings, redis: Redis
+) -> None:
+    """The game's handlers with groups of several partitions in one call
+    (``common.queue.gathered``): one transaction takes every order, and each village gets
+    its own level. A plug holds the gatherer's one slot until the four groups wait."""
+    clock = ManualClock(1_750_000_000_000)
+    client = await aiohttp_client(create_app(pg_settings, clock, config=replace(FAST_CONFIG)))
+    players = [await _player(client, name) for name in ("ann", "ben", "cat", "dan")]
+    partitions = {village % pg_settings.queue_partitions for _, village in players}
+    assert len(partitions) == len(players)  # each village in a partition of its own
+    before = [await _village(client, auth) for auth, _ in players]
+    for auth, village in players:
+        resp = await client.post(
+            "/api/build",
+            json={"village_id": village, "kind": "woodcutter"},
+            headers={**auth, "Idempotency-Key": f"build-{village}"},
+        )
+        assert resp.status == 200, await resp.text()
+    await clock.advance(6 * 3_600_000)  # all due
+    registry = handler_registry(load_game(pg_settings.game), pg_settings)
+    server = TaskServer(pg_settings, registry, clock, config=TaskServerConfig(event_slots=1),
+                        burst=True)  # fmt: skip
+    plugs: list[asyncio.Task[Ran]] = []
+
+    async def plug(server: TaskServer) -> None:
+        assert server.gathered is not None
+        gathered = server.gathered
+
+        async def all_wait() -> bool:
+            return sum(len(groups) for groups in gathered.waiting.values()) >= len(players)
+
+        async def hold(reg: Registration, group: list[Event]) -> Ran:
+            await eventually(all_wait)
+            return Ran([], [], None)
+
+        reg = registry.get(BUILD_DONE)
+        assert reg is not None
+        plugs.append(asyncio.create_task(gathered.run(reg, [], hold)))
+
+    server.on_startup(plug)
+    with _counting() as trips:
+        await server.run()
+    await plugs[0]
+    # the four orders taken in ONE transaction: no COMMIT between the first and the last
+    sent = trips.sent
+    taken = [i for i, s in enumerate(sent) if s.startswith("DELETE FROM build_orders ")]
+    assert len(taken) == len(players), sent
+    between = sent[taken[0] : taken[-1]]
+    assert not any(s.startswith(("BEGIN", "COMMIT")) for s in between), between
+    begin = max(i for i in range(taken[0]) if sent[i].startswith("BEGIN"))
+    # ... whose events were taken by one statement too
+    assert sum(s.startswith("WITH taken AS") for s in sent[begin : taken[0]]) == 1, sent
+    after = [await _village(client, auth) for auth, _ in players]
+    for old, new in zip(before, after, strict=True):
+        assert new["buildings"]["woodcutter"] == old["buildings"]["woodcutter"] + 1
