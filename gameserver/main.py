@@ -71,6 +71,12 @@ async def _serve(server: TaskServer) -> None:
 @click.option(
     "--partition-lease-ms", type=click.IntRange(200), help="Partition lease TTL (takeover time)."
 )
+@click.option(
+    "--event-gather-ms",
+    type=click.IntRange(0, 1000),
+    help="Durable events of all partitions coming this close gather into one transaction "
+    "(default 50; 0: only those that wait for a busy runner).",
+)
 @click.option("--no-tick", is_flag=True, help="Do not run the per-second resource tick.")
 def main(
     check: bool,
@@ -78,6 +84,7 @@ def main(
     batch_size: int | None,
     claim_lease_ms: int | None,
     partition_lease_ms: int | None,
+    event_gather_ms: int | None,
     no_tick: bool,
 ) -> None:
     """Run the task server: timed events of the queue partitions this process holds."""
@@ -93,6 +100,8 @@ def main(
         if partition_lease_ms:
             tuning["partition_lease_ttl_ms"] = partition_lease_ms
             tuning["partition_heartbeat_ms"] = max(partition_lease_ms // 5, 1)
+        if event_gather_ms is not None:
+            tuning["event_gather_ms"] = event_gather_ms
         config = TaskServerConfig(**tuning)
         registry = game_registry(settings)
         server = TaskServer(settings, registry, config=config, burst=burst)
