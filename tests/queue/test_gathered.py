@@ -1,6 +1,7 @@
 """Durable groups of several partitions' workers run in one transaction (``common.queue.gathered``):
 one handler call, each worker's events acked by it, follow-ups run, a failing gathered
-call re-run group by group so the bad event alone is retried. A plug holds the gatherer's
+call re-run group by group so the bad event alone is retried, each worker deferring and
+counting again its own events. A plug holds the gatherer's
 one slot until every worker's group waits: no timing decides what runs together."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events
+from common.queue.durable import add_durable_events, reschedule_durable, take_events
 from common.queue.gathered import GatheredRuns, Ran
 from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.tx import Tx
@@ -179,3 +180,38 @@ async def test_a_bad_event_in_a_gathered_call_fails_alone(
         [row] = list(await session.scalars(select(ScheduledEvent)))
     assert row.id == events[2].id and row.attempts == 1  # one attempt: its own call's
     assert _acked(metrics) == {0: 1, 1: 1, 2: 0, 3: 1}
+
+
+async def test_each_worker_defers_and_counts_again_its_own_events(
+    queue: EventQueue,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: ManualClock,
+    workers: Workers,
+) -> None:
+    """In one gathered call: partition 1's event was rescheduled after it was indexed (its
+    worker defers it to the new time), partition 3's had already run (its worker counts it
+    delivered again, without effect); the others run."""
+    gathered = GatheredRuns(slots=1, max_batch=100)
+    handler = Recorded()
+    registry = HandlerRegistry()
+    registry.register(EFFECT, handler)
+    events = await _commit(
+        sessions, queue, [NewEvent(EFFECT, v, START_MS) for v in range(PARTITIONS)]
+    )
+    async with sessions() as session, session.begin():
+        assert await reschedule_durable(session, events[1].id, START_MS + 60_000)
+        # as if a worker ran it and died before its ack: the row taken, the record kept
+        await take_events(session, [events[3]], START_MS)
+    metrics = QueueMetrics()
+    plug = _plug(gathered, registry, PARTITIONS)
+    _start(workers, queue, registry, sessions, gathered, metrics)
+    await plug
+    await eventually(lambda: _processed(sessions, 3))  # 0, 2 and the one taken before
+    await at_rest(queue, 1)  # the deferred one waits at its new time
+    [call] = handler.calls
+    assert sorted(call) == [0, 2]  # one call; the handler got only the events to run
+    assert gathered.gathered_calls == 1
+    assert _redelivered(metrics) == {0: 0, 1: 0, 2: 0, 3: 1}
+    [stats] = await queue.stats([1])
+    assert stats.oldest_due_ms == START_MS + 60_000 and stats.inflight == 0
+    assert (await counts(sessions))["effects"] == 2
