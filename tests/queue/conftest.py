@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from common.ids import IdGenerator
-from common.queue import EventQueue
+from common.queue import Event, EventQueue, NewEvent
+from common.queue.durable import add_durable_events
 from common.queue.gathered import GatheredRuns
 from common.queue.handlers import HandlerRegistry
 from common.queue.worker import PartitionWorker
@@ -143,6 +144,16 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not reached in {timeout_s} s")
         await asyncio.sleep(0.02)
+
+
+async def commit_events(
+    sessions: async_sessionmaker[AsyncSession], queue: EventQueue, new: list[NewEvent]
+) -> list[Event]:
+    """What a game command does: rows in its transaction, index after the commit."""
+    async with sessions() as session, session.begin():
+        events = await add_durable_events(session, new, clock=queue.clock, ids=queue.ids)
+    await queue.index(events)
+    return events
 
 
 async def at_rest(queue: EventQueue, depth: int) -> None:

@@ -9,12 +9,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent, RetryPolicy, durable
-from common.queue.durable import add_durable_events, cancel_durable, reschedule_durable
+from common.queue.durable import cancel_durable, reschedule_durable
 from common.queue.handlers import HandlerRegistry
 from common.queue.tx import Tx
 from common.snapshot_versions import version_key
 from db.models import ProcessedEvent, ScheduledEvent
-from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually
+from tests.queue.conftest import START_MS, Workers, at_rest, commit_events, counts, eventually
 from tests.queue.testgame import EFFECT, effects
 from tests.queue.testgame.handlers import apply_effects
 
@@ -23,16 +23,6 @@ def _registry(**options: object) -> HandlerRegistry:
     registry = HandlerRegistry()
     registry.register(EFFECT, apply_effects, durable=True, **options)  # type: ignore[arg-type]
     return registry
-
-
-async def _commit(
-    sessions: async_sessionmaker[AsyncSession], queue: EventQueue, new: list[NewEvent]
-) -> list[Event]:
-    """What a game command does: rows in its transaction, index after the commit."""
-    async with sessions() as session, session.begin():
-        events = await add_durable_events(session, new, clock=queue.clock, ids=queue.ids)
-    await queue.index(events)
-    return events
 
 
 async def _at_least(sessions: async_sessionmaker[AsyncSession], key: str, n: int) -> bool:
@@ -45,7 +35,7 @@ async def test_durable_events_take_effect_once(
     clock: ManualClock,
     workers: Workers,
 ) -> None:
-    events = await _commit(
+    events = await commit_events(
         sessions, queue, [NewEvent(EFFECT, v * 4, START_MS + v) for v in range(50)]
     )
     assert all(e.durable for e in events)
@@ -69,7 +59,7 @@ async def test_cancel_durable_decides_the_race_with_the_worker(
     clock: ManualClock,
     workers: Workers,
 ) -> None:
-    recalled, arrives = await _commit(
+    recalled, arrives = await commit_events(
         sessions, queue, [NewEvent(EFFECT, 0, START_MS + 10), NewEvent(EFFECT, 0, START_MS + 10)]
     )
     async with sessions() as session, session.begin():
@@ -88,7 +78,7 @@ async def test_cancel_durable_decides_the_race_with_the_worker(
 async def test_a_cancel_committed_after_the_claim_still_wins(
     queue: EventQueue, sessions: async_sessionmaker[AsyncSession], clock: ManualClock, redis: Redis
 ) -> None:
-    [event] = await _commit(sessions, queue, [NewEvent(EFFECT, 0, START_MS)])
+    [event] = await commit_events(sessions, queue, [NewEvent(EFFECT, 0, START_MS)])
     claim = await queue.claim(0)  # a worker holds it in flight ...
     assert [e.id for e in claim.events] == [event.id]
     async with sessions() as session, session.begin():
@@ -108,7 +98,7 @@ async def test_taking_an_event_records_it_processed_in_the_same_transaction(
 ) -> None:
     """The row goes and the processed record comes together (one statement on PostgreSQL),
     before the handler runs: a rollback (a failed handler, a crash) undoes both."""
-    [due, later] = await _commit(
+    [due, later] = await commit_events(
         sessions, queue, [NewEvent(EFFECT, 0, START_MS), NewEvent(EFFECT, 4, START_MS)]
     )
     async with sessions() as session, session.begin():
@@ -138,7 +128,7 @@ async def test_reschedule_durable_defers_an_event_already_claimed(
     clock: ManualClock,
     workers: Workers,
 ) -> None:
-    [event] = await _commit(sessions, queue, [NewEvent(EFFECT, 0, START_MS + 5)])
+    [event] = await commit_events(sessions, queue, [NewEvent(EFFECT, 0, START_MS + 5)])
     async with sessions() as session, session.begin():
         assert await reschedule_durable(session, event.id, START_MS + 60_000) is True
     # the Redis side is not told (as if the command died before that): the worker defers it
@@ -157,7 +147,7 @@ async def test_failed_handler_rolls_back_then_retries_once(
     clock: ManualClock,
     workers: Workers,
 ) -> None:
-    events = await _commit(
+    events = await commit_events(
         sessions,
         queue,
         [NewEvent(EFFECT, 0, START_MS, {"fail": i == 2}) for i in range(5)],
@@ -204,7 +194,7 @@ async def test_follow_ups_are_written_in_the_handlers_transaction(
     registry = HandlerRegistry()
     registry.register("arrive", arrive)
     registry.register("return", come_home)
-    await _commit(sessions, queue, [NewEvent("arrive", 0, START_MS, {"back": 1, "home": 8})])
+    await commit_events(sessions, queue, [NewEvent("arrive", 0, START_MS, {"back": 1, "home": 8})])
     workers.start(queue, registry, 0, sessions=sessions)
     await eventually(lambda: _at_least(sessions, "effects", 1))
     async with sessions() as session:
@@ -262,7 +252,7 @@ async def test_a_failed_durable_batch_is_halved_until_the_bad_event_stands_alone
 
     registry = HandlerRegistry()
     registry.register(EFFECT, record, max_batch=16)
-    await _commit(
+    await commit_events(
         sessions,
         queue,
         [NewEvent(EFFECT, 0, START_MS, {"n": n, "fail": n == 5}) for n in range(20)],
@@ -313,7 +303,7 @@ async def test_writes_kept_for_the_commit_go_with_the_handlers_batch(
 
     registry = HandlerRegistry()
     registry.register("arrive", arrive, retry=RetryPolicy(max_attempts=5, base_ms=10))
-    first, second = await _commit(
+    first, second = await commit_events(
         sessions, queue,
         [NewEvent("arrive", 4, START_MS, {"needs": 8}), NewEvent("arrive", 8, START_MS)],
     )  # fmt: skip

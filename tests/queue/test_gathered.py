@@ -13,25 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events, reschedule_durable, take_events
+from common.queue.durable import reschedule_durable, take_events
 from common.queue.gathered import GatheredRuns, Ran
 from common.queue.handlers import HandlerRegistry, Registration
 from common.queue.tx import Tx
 from db.models import ScheduledEvent
 from gameserver.metrics import QueueMetrics
-from tests.queue.conftest import START_MS, Workers, at_rest, counts, eventually
+from tests.queue.conftest import START_MS, Workers, at_rest, commit_events, counts, eventually
 from tests.queue.testgame import EFFECT, effects
 
 PARTITIONS = 4
-
-
-async def _commit(
-    sessions: async_sessionmaker[AsyncSession], queue: EventQueue, new: list[NewEvent]
-) -> list[Event]:
-    async with sessions() as session, session.begin():
-        events = await add_durable_events(session, new, clock=queue.clock, ids=queue.ids)
-    await queue.index(events)
-    return events
 
 
 async def _effects(ctx: Tx, events: list[Event]) -> None:
@@ -56,12 +47,19 @@ class Recorded:
         await _effects(ctx, events)
 
 
-def _plug(gathered: GatheredRuns, registry: HandlerRegistry, behind: int) -> asyncio.Task[Ran]:
-    """Hold the gatherer's one slot until ``behind`` groups wait behind it: they then run
-    together, as groups that come while the slots are busy do."""
+async def _run_together(
+    workers: Workers,
+    queue: EventQueue,
+    registry: HandlerRegistry,
+    sessions: async_sessionmaker[AsyncSession],
+    gathered: GatheredRuns,
+) -> QueueMetrics:
+    """Start a worker per partition behind a plug that holds the gatherer's one slot until
+    every worker's group waits: they then run together, as groups that come while the
+    slots are busy do. Returns once the plug let go (the workers' metrics)."""
 
     async def all_wait() -> bool:
-        return sum(len(groups) for groups in gathered.waiting.values()) >= behind
+        return sum(len(groups) for groups in gathered.waiting.values()) >= PARTITIONS
 
     async def hold(reg: Registration, group: list[Event]) -> Ran:
         await eventually(all_wait)
@@ -69,19 +67,12 @@ def _plug(gathered: GatheredRuns, registry: HandlerRegistry, behind: int) -> asy
 
     reg = registry.get(EFFECT)
     assert reg is not None
-    return asyncio.create_task(gathered.run(reg, [], hold))
-
-
-def _start(
-    workers: Workers,
-    queue: EventQueue,
-    registry: HandlerRegistry,
-    sessions: async_sessionmaker[AsyncSession],
-    gathered: GatheredRuns,
-    metrics: QueueMetrics,
-) -> None:
+    plug = asyncio.create_task(gathered.run(reg, [], hold))
+    metrics = QueueMetrics()
     for p in range(PARTITIONS):
         workers.start(queue, registry, p, sessions=sessions, gathered=gathered, metrics=metrics)
+    await plug
+    return metrics
 
 
 def _acked(metrics: QueueMetrics) -> dict[int, float]:
@@ -110,15 +101,12 @@ async def test_groups_of_several_partitions_run_in_one_transaction(
     registry.register(EFFECT, handler)
     registry.register("home", come_home)
     # one event in each partition's village (village % 4 == partition), all due at once
-    await _commit(
+    await commit_events(
         sessions,
         queue,
         [NewEvent(EFFECT, v, START_MS, {"follow": 1}) for v in range(PARTITIONS)],
     )
-    metrics = QueueMetrics()
-    plug = _plug(gathered, registry, PARTITIONS)
-    _start(workers, queue, registry, sessions, gathered, metrics)
-    await plug
+    metrics = await _run_together(workers, queue, registry, sessions, gathered)
     await eventually(lambda: _processed(sessions, PARTITIONS))
     await at_rest(queue, PARTITIONS)  # the four follow-ups wait, the effects were acked
     [call] = handler.calls
@@ -158,15 +146,12 @@ async def test_a_bad_event_in_a_gathered_call_fails_alone(
     registry = HandlerRegistry()
     registry.register(EFFECT, handler)
     # partition 2's event fails the gathered call of the four
-    events = await _commit(
+    events = await commit_events(
         sessions,
         queue,
         [NewEvent(EFFECT, v, START_MS, {"fail": v == 2}) for v in range(PARTITIONS)],
     )
-    metrics = QueueMetrics()
-    plug = _plug(gathered, registry, PARTITIONS)
-    _start(workers, queue, registry, sessions, gathered, metrics)
-    await plug
+    metrics = await _run_together(workers, queue, registry, sessions, gathered)
     await eventually(lambda: _processed(sessions, PARTITIONS - 1))
     await at_rest(queue, 1)  # the bad one waits for its retry; the others were acked
     together, *alone = handler.calls
@@ -195,17 +180,14 @@ async def test_each_worker_defers_and_counts_again_its_own_events(
     handler = Recorded()
     registry = HandlerRegistry()
     registry.register(EFFECT, handler)
-    events = await _commit(
+    events = await commit_events(
         sessions, queue, [NewEvent(EFFECT, v, START_MS) for v in range(PARTITIONS)]
     )
     async with sessions() as session, session.begin():
         assert await reschedule_durable(session, events[1].id, START_MS + 60_000)
         # as if a worker ran it and died before its ack: the row taken, the record kept
         await take_events(session, [events[3]], START_MS)
-    metrics = QueueMetrics()
-    plug = _plug(gathered, registry, PARTITIONS)
-    _start(workers, queue, registry, sessions, gathered, metrics)
-    await plug
+    metrics = await _run_together(workers, queue, registry, sessions, gathered)
     await eventually(lambda: _processed(sessions, 3))  # 0, 2 and the one taken before
     await at_rest(queue, 1)  # the deferred one waits at its new time
     [call] = handler.calls
