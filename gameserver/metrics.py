@@ -88,7 +88,8 @@ class QueueMetrics:
         )
         self.lateness = GroupHistogram(
             "gameserver_event_lateness_seconds",
-            "How late an event's handler started: the time it ran minus its due time",
+            "How late an event's handler started: the time it ran (a durable event's: its "
+            "transaction, which committed) minus its due time",
             _LATENESS_BUCKETS,
             r,
         )

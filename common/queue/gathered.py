@@ -50,6 +50,7 @@ class Ran:
     # group of the gathered transaction carries it
     follow: list[Event] = field(default_factory=list)  # the durable events it scheduled
     scheduled: bool = False  # it scheduled events (carried by this group or another)
+    started_ms: int = 0  # when the transaction started (clock ms): its events' handler ran
 
 
 Call = Callable[[Registration, list[Event]], Awaitable[Ran]]
@@ -170,7 +171,9 @@ class GatheredRuns:
                     handed.done.set_exception(RunAlone())
             return
         self.gathered_calls += 1
-        parts = [Ran([], [], None, scheduled=ran.scheduled) for _ in batch]
+        parts = [
+            Ran([], [], None, scheduled=ran.scheduled, started_ms=ran.started_ms) for _ in batch
+        ]
         # one worker carries what follows the commit (its bumps, alerts, the new events'
         # index): the first still waiting, since a cancelled one would drop it
         carrier = next((i for i, h in enumerate(batch) if not h.done.done()), 0)

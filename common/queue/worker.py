@@ -93,6 +93,12 @@ def is_unavailable(exc: BaseException) -> bool:
     return is_database_outage(exc) or is_transaction_conflict(exc)
 
 
+def _transactional(reg: Registration, group: list[Event]) -> bool:
+    """The group runs in a database transaction: its kind is durable, or it holds a
+    durable event (a kind registered in-memory after its events were written)."""
+    return reg.durable or True in map(_is_durable, group)
+
+
 def _last_durable(events: list[Event]) -> int:
     """The index of the last durable event in ``events``; -1: none is."""
     flags = list(map(_is_durable, events))
@@ -178,6 +184,7 @@ class PartitionWorker:
         self._held_back = self.metrics.held_back.labels(label)
         self._latency: dict[str, Any] = {}
         self._lateness = self.metrics.lateness
+        self._may_run_at: Callable[[Event], int] = _due  # the batch in hand's (``_run_batch``)
         # on SQLite the order check of each batch reads without aiosqlite's thread
         self._reader = SqliteReader.for_sessions(sessions)
         self._engine = bound_engine(sessions)
@@ -367,6 +374,7 @@ class PartitionWorker:
         clock = q.clock
         step = 0  # claimed ahead, the batch runs in steps: the next one not before this
         at = (lambda e: ready.get(e.id, e.due_ms)) if ready else _due  # when it may run
+        self._may_run_at = at
         last = (max(map(at, events)) if ready else events[-1].due_ms) if events else 0
         if last > clock.now_ms():
             # while we hold events claimed ahead, news of an event due before our last
@@ -402,8 +410,11 @@ class PartitionWorker:
                 j += 1
             group = events if (i == 0 and j == len(events)) else events[i:j]
             i = j
-            self._lateness.observe_ms([now - at(event) for event in group])
             reg = self.registry.get(kind)
+            if reg is None or not _transactional(reg, group):
+                # a transaction's group is late until its transaction starts, which may
+                # wait for other partitions' groups (``_call_durable``)
+                self._lateness.observe_ms([now - at(event) for event in group])
             if reg is None:
                 # the web tier and the task server load one game, which refuses to schedule
                 # kinds it does not handle: this one was written by something else
@@ -515,7 +526,7 @@ class PartitionWorker:
             for i in range(0, len(group), reg.max_batch):
                 await self._run_group(reg, group[i : i + reg.max_batch], out)
             return
-        transactional = reg.durable or True in map(_is_durable, group)
+        transactional = _transactional(reg, group)
         try:
             if transactional:
                 await self._call_durable(reg, group, out)
@@ -580,6 +591,8 @@ class PartitionWorker:
             except RunAlone:
                 ran = await self._transaction(reg, group)
         # committed: the effects and the processed records are durable now
+        at = self._may_run_at
+        self._lateness.observe_ms([ran.started_ms - at(event) for event in group])
         out.redelivered += len(group) - len(ran.run) - len(ran.deferred)
         out.deferred.extend(ran.deferred)
         if ran.tx is not None:
@@ -607,7 +620,7 @@ class PartitionWorker:
                     )
         self.metrics.transactions.labels(reg.kind).inc()
         self.metrics.transaction_events.labels(reg.kind).inc(len(group))
-        return Ran(run, deferred, tx, follow, scheduled=bool(follow))
+        return Ran(run, deferred, tx, follow, scheduled=bool(follow), started_ms=now)
 
     def _tx(self, session: AsyncSession | None, now_ms: int) -> Tx:
         return Tx(

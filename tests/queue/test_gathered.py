@@ -53,16 +53,22 @@ async def _run_together(
     registry: HandlerRegistry,
     sessions: async_sessionmaker[AsyncSession],
     gathered: GatheredRuns,
+    *,
+    clock: ManualClock | None = None,
+    wait_ms: int = 0,
 ) -> QueueMetrics:
     """Start a worker per partition behind a plug that holds the gatherer's one slot until
-    every worker's group waits: they then run together, as groups that come while the
-    slots are busy do. Returns once the plug let go (the workers' metrics)."""
+    every worker's group waits (and ``clock`` moved ``wait_ms`` more): they then run
+    together, as groups that come while the slots are busy do. Returns once the plug let
+    go (the workers' metrics)."""
 
     async def all_wait() -> bool:
         return sum(len(groups) for groups in gathered.waiting.values()) >= PARTITIONS
 
     async def hold(reg: Registration, group: list[Event]) -> Ran:
         await eventually(all_wait)
+        if clock is not None:
+            await clock.advance(wait_ms)
         return Ran([], [], None)
 
     reg = registry.get(EFFECT)
@@ -106,9 +112,15 @@ async def test_groups_of_several_partitions_run_in_one_transaction(
         queue,
         [NewEvent(EFFECT, v, START_MS, {"follow": 1}) for v in range(PARTITIONS)],
     )
-    metrics = await _run_together(workers, queue, registry, sessions, gathered)
+    metrics = await _run_together(
+        workers, queue, registry, sessions, gathered, clock=clock, wait_ms=30
+    )
     await eventually(lambda: _processed(sessions, PARTITIONS))
     await at_rest(queue, PARTITIONS)  # the four follow-ups wait, the effects were acked
+    # late by the 30 ms they waited for the transaction (between the 25 and 50 ms bounds)
+    [lateness] = metrics.lateness.collect()
+    buckets = {s.labels["le"]: s.value for s in lateness.samples if s.name.endswith("_bucket")}
+    assert (buckets["0.025"], buckets["0.05"]) == (0, PARTITIONS)
     [call] = handler.calls
     assert sorted(call) == list(range(PARTITIONS))  # four partitions' events: ONE call
     assert gathered.gathered_calls == 1
