@@ -310,7 +310,7 @@ async def event_cost(
     set-based statements as ``task_servers`` task servers gather their events'
     transactions (``TaskServerConfig``'s slots, batch and window)."""
     config = TaskServerConfig()
-    slots = max(config.event_slots, 1)  # 0: one transaction per group, as events come
+    slots = max(config.event_slots, 1)  # (0 turns the stack's gathering off: not measured)
     return await _gathered_builds(dsn, players, rate, seconds, task_servers, slots,
                                   config.event_batch, config.event_gather_ms)  # fmt: skip
 

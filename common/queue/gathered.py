@@ -86,7 +86,6 @@ class GatheredRuns:
         self._slots = BatchSlots(
             slots, self._run, lambda: bool(self.waiting), gather_ms, clock, full=self._full
         )
-        self._events: dict[str, int] = {}  # events waiting per kind
         self.gathered_calls = 0  # calls that ran more than one group (tests read it)
 
     async def run(self, reg: Registration, group: list[Event], call: Call) -> Ran:
@@ -94,15 +93,18 @@ class GatheredRuns:
         transaction raised when it ran alone, ``RunAlone`` when a gathered call failed."""
         done: asyncio.Future[Ran] = asyncio.get_running_loop().create_future()
         self.waiting.setdefault(reg.kind, []).append(_Handed(reg, group, call, done))
-        self._events[reg.kind] = self._events.get(reg.kind, 0) + len(group)
         self._slots.wake()
         return await done
+
+    def _cap(self, reg: Registration) -> int:
+        """The most events of one call of ``reg``'s handler."""
+        return min(self.max_batch, reg.max_batch or self.max_batch)
 
     def _full(self) -> bool:
         """A whole call's worth of some kind waits (a backlog): no reason to wait longer."""
         return any(
-            self._events[kind] >= min(self.max_batch, groups[0].reg.max_batch or self.max_batch)
-            for kind, groups in self.waiting.items()
+            sum(len(handed.group) for handed in groups) >= self._cap(groups[0].reg)
+            for groups in self.waiting.values()
         )
 
     async def _run(self) -> None:
@@ -128,8 +130,7 @@ class GatheredRuns:
     def _take(self, kind: str) -> list[list[_Handed]]:
         """The waiting groups of ``kind`` in calls of at most ``max_batch`` events."""
         waiting = self.waiting.pop(kind)
-        del self._events[kind]
-        cap = min(self.max_batch, waiting[0].reg.max_batch or self.max_batch)
+        cap = self._cap(waiting[0].reg)
         batches: list[list[_Handed]] = []
         size = 0
         for handed in waiting:

@@ -183,6 +183,7 @@ class PartitionWorker:
         self._redelivered = self.metrics.redelivered.labels(label)
         self._held_back = self.metrics.held_back.labels(label)
         self._latency: dict[str, Any] = {}
+        self._transaction_counters: dict[str, tuple[Any, Any]] = {}
         self._lateness = self.metrics.lateness
         self._may_run_at: Callable[[Event], int] = _due  # the batch in hand's (``_run_batch``)
         # on SQLite the order check of each batch reads without aiosqlite's thread
@@ -560,6 +561,15 @@ class PartitionWorker:
                 for event in group:
                     await self._run_group(reg, [event], out)
 
+    def _counted(self, kind: str) -> tuple[Any, Any]:
+        """The transactions and transaction events counters of ``kind`` (looked up once)."""
+        found = self._transaction_counters.get(kind)
+        if found is None:
+            m = self.metrics
+            found = (m.transactions.labels(kind), m.transaction_events.labels(kind))
+            self._transaction_counters[kind] = found
+        return found
+
     def _observe(self, kind: str, started: float) -> None:
         child = self._latency.get(kind)
         if child is None:
@@ -618,8 +628,9 @@ class PartitionWorker:
                     follow = await durable.add_durable_events(
                         session, tx.events, clock=self.queue.clock, ids=self.queue.ids
                     )
-        self.metrics.transactions.labels(reg.kind).inc()
-        self.metrics.transaction_events.labels(reg.kind).inc(len(group))
+        transactions, events = self._counted(reg.kind)
+        transactions.inc()
+        events.inc(len(group))
         return Ran(run, deferred, tx, follow, scheduled=bool(follow), started_ms=now)
 
     def _tx(self, session: AsyncSession | None, now_ms: int) -> Tx:
