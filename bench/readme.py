@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.tick import TICK_TARGETS
+from bench.world.floor import target_sentence
 from common.errors import FatalError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -324,11 +325,7 @@ def _floor_note(floor: Any) -> str:
 def _target_note(target: Any) -> str:
     if not target:
         return ""
-    return (
-        f"; {target['players']:,} players' snapshot reads and writes alone, on bare asyncpg "
-        f"at their rates, need {target['cores_at_least']:g} cores (PostgreSQL "
-        f"{target['postgres_cores']:g}) before any HTTP"
-    )
+    return "; " + target_sentence(target)
 
 
 def world_row(r: Result) -> Row:

@@ -23,9 +23,18 @@ stack has stopped, on the world's own database:
   (``TaskServerConfig``'s event slots, batch and window, ``common.queue.gathered``): a
   batch in one set-based statement, one commit. An event does at least as much.
 
-Redis, the event streams and logins cost nothing at the floor. It is a lower bound of
-the work the traffic needs, not a design: CPU per player per tier at the floor, the
-players these cores would hold at it, and the stack's CPU per player against it.
+- every login: one password hash with the production parameters (``WebConfig.scrypt``),
+  its CPU measured on this machine: a login costs at least that wherever it runs.
+
+Redis and the event streams cost nothing at the floor. It is a lower bound of the work the
+traffic needs, not a design: CPU per player per tier at the floor, the players these cores
+would hold at it, and the stack's CPU per player against it.
+
+The target's players (``target_figures``) send the same traffic per player at rates no
+paced probe from one process reaches, so there each kind is costed at its cheapest: the
+database work at its own rate (at most ``MAX_PROBE_RATE``), every HTTP request at what bare
+aiohttp spends on one when it answers as fast as it can (``http_cost_at_saturation``: a
+cost falls as the rate rises, so no rate makes it cheaper), every login a hash.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ import asyncpg
 from sqlalchemy.dialects import postgresql
 
 from bench.web.bare_commands import BareBuild
+from bench.web.load import LoadGenerator
+from bench.web.model import Req
 from bench.web.servers import Servers
 from bench.world.model import REQUEST_KINDS
 from bench.world.stack import SimPlayer
@@ -54,6 +65,7 @@ from db.engine import asyncpg_connect_args
 from gameapi.loading import load_game
 from gameserver.config import TaskServerConfig
 from webfront.config import WebConfig
+from webfront.passwords import hash_password
 from webfront.snapshot import READ_SESSION
 from webfront.snapshot_build import builder_of
 
@@ -64,6 +76,8 @@ HTTP_CONNECTIONS = 256
 MAX_PROBE_RATE = 3_000.0
 POOL = 4  # database connections of a probe, each prepared before the measure
 WARMUP_S = 1.0
+SATURATION_CONNECTIONS = 64  # requests in flight on the hello servers at saturation
+HASHES = 3  # password hashes timed; the cheapest counts
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,7 @@ class Traffic:
     builds_per_s: float  # polls (fetches among them) answered with a whole snapshot
     commands_per_s: float
     events_per_s: float
+    logins_per_s: float = 0.0
 
     @staticmethod
     def of(step: Mapping[str, Any], window_s: float) -> Traffic:
@@ -85,6 +100,7 @@ class Traffic:
             builds_per_s=outcomes.get("poll", {}).get("full", 0) / window_s,
             commands_per_s=requests.get("command", 0) / window_s,
             events_per_s=step["event_lateness"]["count"] / window_s,
+            logins_per_s=requests.get("login", 0) / window_s,
         )
 
     def scaled(self, players: int) -> Traffic:
@@ -92,7 +108,7 @@ class Traffic:
         k = players / self.players
         return Traffic(
             players, self.requests_per_s * k, self.builds_per_s * k, self.commands_per_s * k,
-            self.events_per_s * k,
+            self.events_per_s * k, self.logins_per_s * k,
         )  # fmt: skip
 
 
@@ -107,6 +123,7 @@ class Costs:
     command_client: float
     event_postgres: float
     event_client: float
+    password_hash: float = 0.0  # one login's hash, wherever it runs
 
 
 async def paced(rate: float, seconds: float, op: Callable[[], Awaitable[object]]) -> int:
@@ -175,6 +192,35 @@ async def http_cost(rate: float, seconds: float, workers: int) -> float:
             return (await _cpu_us_per_op(tiers, rate, seconds, get))["server"]
     finally:
         servers.stop()
+
+
+async def http_cost_at_saturation(workers: int, seconds: float) -> float:
+    """Server CPU µs of one request to bare aiohttp ("hello", ``workers`` processes) driven
+    as fast as it answers (wrk, or the Python client where wrk is absent): the least it
+    spends on a request on these cores, since a busier server spends less on each."""
+    servers = await Servers("hello", workers).start()
+    try:
+        load = LoadGenerator.pick("auto", threads=1)
+        hello = [Req("GET", "/hello", {})]
+        await load.run("warm-up", servers.url, hello, SATURATION_CONNECTIONS, WARMUP_S)
+        before = cpu_ns(servers.pids)
+        result = await load.run("hello", servers.url, hello, SATURATION_CONNECTIONS, seconds)
+        used = cpu_ns(servers.pids) - before
+        return used / 1000 / max(1, result.requests)
+    finally:
+        servers.stop()
+
+
+def password_hash_cost() -> float:
+    """CPU µs of one password hash with the production parameters (the cheapest of a few:
+    the thread's own CPU time, which other work on the machine does not add to)."""
+    params = WebConfig().scrypt
+    spent = []
+    for _ in range(HASHES):
+        started = time.thread_time_ns()
+        hash_password("a password of a bench", params)
+        spent.append(time.thread_time_ns() - started)
+    return min(spent) / 1000
 
 
 def _pool(dsn: str, settings: dict[str, str]) -> asyncpg.Pool:
@@ -368,7 +414,8 @@ async def measure_costs(
     http = await http_cost(traffic.requests_per_s, seconds, web_workers)
     return await database_costs(traffic, dsn=dsn, game=game, players=players,
                                 web_workers=web_workers, task_servers=task_servers,
-                                seconds=seconds, http=http)  # fmt: skip
+                                seconds=seconds, http=http,
+                                password_hash=password_hash_cost())  # fmt: skip
 
 
 def probe_rate(rate: float) -> float:
@@ -386,17 +433,19 @@ async def database_costs(
     task_servers: int,
     seconds: float,
     http: float = 0.0,
+    password_hash: float = 0.0,
 ) -> Costs:
     """The snapshot reads' and the commands' (gathered as ``web_workers`` processes gather
     them) and the events' (as ``task_servers`` processes gather them) costs at
-    ``traffic``'s rates (at most ``MAX_PROBE_RATE``); ``http``: the requests' cost,
-    measured apart."""
+    ``traffic``'s rates (at most ``MAX_PROBE_RATE``); ``http`` and ``password_hash``: a
+    request's and a login's, measured apart."""
     builds = probe_rate(traffic.builds_per_s)
     commands, events = probe_rate(traffic.commands_per_s), probe_rate(traffic.events_per_s)
     build_pg, build_client = await build_cost(dsn, game, players, builds, seconds, web_workers)
     command_pg, command_client = await command_cost(dsn, players, commands, seconds, web_workers)
     event_pg, event_client = await event_cost(dsn, players, events, seconds, task_servers)
-    return Costs(http, build_pg, build_client, command_pg, command_client, event_pg, event_client)
+    return Costs(http, build_pg, build_client, command_pg, command_client, event_pg,
+                 event_client, password_hash)  # fmt: skip
 
 
 def floor_figures(
@@ -407,7 +456,7 @@ def floor_figures(
     t, c = traffic, costs
     per_s = {  # CPU µs per second of the step's traffic, per tier
         "web": t.requests_per_s * c.http_server + t.builds_per_s * c.build_client
-        + t.commands_per_s * c.command_client,
+        + t.commands_per_s * c.command_client + t.logins_per_s * c.password_hash,
         "task_server": t.events_per_s * c.event_client,
         "postgres": _postgres_us_per_s(t, c),
         "redis": 0.0,
@@ -425,16 +474,19 @@ def floor_figures(
 
 
 def target_figures(traffic: Traffic, costs: Costs, cores: int) -> dict[str, Any]:
-    """What ``traffic`` (the target's players) asks of the database alone: its snapshot
-    statements and write transactions on PostgreSQL and their client, each measured at
-    its own rate, HTTP counted as nothing. A lower bound of the cores the target needs."""
+    """What ``traffic`` (the target's players) asks of bare parts, each kind at its cheapest
+    (module docstring): its HTTP requests, its logins' password hashes, and its snapshot
+    statements and write transactions on PostgreSQL and their client. Redis, the tick and
+    the event streams count as nothing: a lower bound of the cores the target needs."""
     t, c = traffic, costs
     postgres = _postgres_us_per_s(t, c) / 1e6
     clients = (
         t.builds_per_s * c.build_client + t.commands_per_s * c.command_client
         + t.events_per_s * c.event_client
     ) / 1e6  # fmt: skip
-    measured = {k: v for k, v in asdict(costs).items() if k != "http_server"}
+    http = t.requests_per_s * c.http_server / 1e6
+    hashes = t.logins_per_s * c.password_hash / 1e6
+    total = postgres + clients + http + hashes
     return {
         "players": t.players,
         "traffic": {k: round(v, 2) for k, v in asdict(traffic).items()},
@@ -442,12 +494,33 @@ def target_figures(traffic: Traffic, costs: Costs, cores: int) -> dict[str, Any]
             "builds": round(probe_rate(t.builds_per_s), 1),
             "commands": round(probe_rate(t.commands_per_s), 1),
             "events": round(probe_rate(t.events_per_s), 1),
+            "http": "saturation",
         },
-        "cpu_us_per_operation": {k: round(v, 1) for k, v in measured.items()},
+        "cpu_us_per_operation": {k: round(v, 1) for k, v in asdict(costs).items()},
         "postgres_cores": round(postgres, 2),
-        "cores_at_least": round(postgres + clients, 2),
-        "fits_these_cores": postgres + clients <= cores,
+        "database_cores": round(postgres + clients, 2),
+        "http_cores": round(http, 2),
+        "password_hash_cores": round(hashes, 2),
+        "cores_at_least": round(total, 2),
+        "fits_these_cores": total <= cores,
     }
+
+
+def target_sentence(target: Mapping[str, Any]) -> str:
+    """``target_figures`` in words (the console and the README table say the same)."""
+    players, least = f"{target['players']:,}", f"{target['cores_at_least']:g}"
+    if "http_cores" not in target:  # a result of before the target's HTTP was measured
+        return (
+            f"{players} players' snapshot reads and writes alone, on bare asyncpg at their "
+            f"rates, need {least} cores (PostgreSQL {target['postgres_cores']:g}) before any HTTP"
+        )
+    return (
+        f"{players} players' traffic on bare parts, each kind at its cheapest, needs {least} "
+        f"cores at least: HTTP {target['http_cores']:g} (bare aiohttp at saturation), password "
+        f"hashes {target['password_hash_cores']:g}, snapshot reads and writes on asyncpg "
+        f"{target['database_cores']:g} (PostgreSQL {target['postgres_cores']:g}); Redis, the "
+        f"tick and the streams not counted"
+    )
 
 
 def _postgres_us_per_s(t: Traffic, c: Costs) -> float:

@@ -26,8 +26,10 @@ from bench.world.floor import (
     Traffic,
     database_costs,
     floor_figures,
+    http_cost_at_saturation,
     measure_costs,
     target_figures,
+    target_sentence,
 )
 from bench.world.model import (
     LIMIT_TITLES,
@@ -461,12 +463,12 @@ class Floor:
     traffic: Traffic  # the basis step's
     costs: Costs  # on bare parts, at its rates
     target: Traffic  # the same per player, for TARGET_PLAYERS
-    target_costs: Costs  # its database work on bare parts, at its rates (no HTTP)
+    target_costs: Costs  # each kind on bare parts at its cheapest (``floor.target_figures``)
 
 
 async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floor | None:
     """The basis step's traffic and its cost on bare parts (``bench.world.floor``), and the
-    target's database work; None on SQLite, which has no server process whose CPU the bare
+    target's; None on SQLite, which has no server process whose CPU the bare
     statements could be read from."""
     db = world.db
     if db.kind != "postgresql":
@@ -484,9 +486,11 @@ async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floo
         task_servers=plan.task_servers, seconds=seconds,
     )  # fmt: skip
     target = traffic.scaled(TARGET_PLAYERS)
+    http = await http_cost_at_saturation(plan.web_workers, seconds)
     target_costs = await database_costs(
         target, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
-        task_servers=plan.task_servers, seconds=seconds,
+        task_servers=plan.task_servers, seconds=seconds, http=http,
+        password_hash=costs.password_hash,
     )  # fmt: skip
     return Floor(traffic, costs, target, target_costs)
 
@@ -527,13 +531,7 @@ def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"cores at most; the stack's servers use {floor['ours_to_floor']:g} x the floor",
             highlight=False,
         )
-        target = floor["at_target"]
-        report.console.print(
-            f"{target['players']:,} players' snapshot reads and writes alone, on bare asyncpg "
-            f"at their rates, need {target['cores_at_least']:g} cores (PostgreSQL "
-            f"{target['postgres_cores']:g}) before any HTTP",
-            highlight=False,
-        )
+        report.console.print(target_sentence(floor["at_target"]), highlight=False)
 
 
 def draw(ax: Any, steps: list[dict[str, Any]]) -> None:

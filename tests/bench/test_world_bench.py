@@ -15,12 +15,23 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.readme import load_published, render, update_readme
-from bench.world.floor import Costs, Traffic, floor_figures, paced, target_figures
+from bench.world import floor
+from bench.world.floor import (
+    Costs,
+    Traffic,
+    floor_figures,
+    paced,
+    password_hash_cost,
+    target_figures,
+    target_sentence,
+)
 from bench.world.load import Stream, Tally
 from bench.world.model import SLO, hist_quantile, share_within, verdicts
 from bench.world.run import Plan, next_players
 from tests.bench.test_readme_bench import README_TEXT, table_rows
 from tests.conftest import TEST_PG_ADMIN_URL
+from webfront.config import WebConfig
+from webfront.passwords import ScryptParams
 
 TIERS = ("web", "task_server", "postgres", "redis", "load_generator")
 
@@ -77,36 +88,54 @@ def test_the_floor_prices_a_steps_traffic_per_player() -> None:
     step = {  # as a step counts: fetches among the polls, orders etc. among the commands
         "players": 1000,
         "requests": {"poll": 960, "fetch": 60, "command": 120, "order": 100, "march": 16,
-                     "recall": 4},
+                     "recall": 4, "login": 3},
         "outcomes": {"poll": {"full": 240, "not_modified": 720}, "fetch": {"full": 60}},
         "event_lateness": {"count": 90},
     }  # fmt: skip
     traffic = Traffic.of(step, 30.0)
     # every request a page sent, once; the answers that were whole snapshots
-    assert traffic == Traffic(1000, requests_per_s=36.0, builds_per_s=8.0, commands_per_s=4.0,
-                              events_per_s=3.0)  # fmt: skip
+    assert traffic == Traffic(1000, requests_per_s=36.1, builds_per_s=8.0, commands_per_s=4.0,
+                              events_per_s=3.0, logins_per_s=0.1)  # fmt: skip
     costs = Costs(http_server=100, build_postgres=400, build_client=200, command_postgres=250,
-                  command_client=150, event_postgres=500, event_client=300)  # fmt: skip
+                  command_client=150, event_postgres=500, event_client=300,
+                  password_hash=300_000)  # fmt: skip
     ours = {"web": 0.01, "task_server": 0.002, "postgres": 0.01, "redis": 0.001,
             "load_generator": 5.0}  # fmt: skip
     floor = floor_figures(traffic, costs, ours, cores=2)
-    # web: 36 x 100 + 8 x 200 + 4 x 150 µs a second for 1,000 players; task: 3 x 300;
-    # PostgreSQL: 8 x 400 + 4 x 250 + 3 x 500
+    # web: 36.1 x 100 + 8 x 200 + 4 x 150 + 0.1 x 300,000 (the logins' hashes) µs a second
+    # for 1,000 players; task: 3 x 300; PostgreSQL: 8 x 400 + 4 x 250 + 3 x 500
     assert floor["millicores_per_player"] == {
-        "web": 0.0058, "task_server": 0.0009, "postgres": 0.0057, "redis": 0.0,
+        "web": 0.0358, "task_server": 0.0009, "postgres": 0.0057, "redis": 0.0,
     }  # fmt: skip
-    assert floor["players_on_these_cores"] == 161_290  # 2,000 millicores / 0.0124
-    assert floor["ours_to_floor"] == 1.85  # the servers' 0.023, the load generator apart
+    assert floor["players_on_these_cores"] == 47_169  # 2,000 millicores / 0.0424
+    assert floor["ours_to_floor"] == 0.54  # the servers' 0.023, the load generator apart
 
     # the target's players send the same per player; its database work alone
     target = traffic.scaled(100_000)
-    assert target == Traffic(100_000, 3600.0, 800.0, 400.0, 300.0)
-    need = target_figures(target, costs, cores=2)
+    assert target == Traffic(100_000, 3610.0, 800.0, 400.0, 300.0, 10.0)
+    need = target_figures(target, costs, cores=4)
     # PostgreSQL: 800 x 400 + 400 x 250 + 300 x 500 µs a second; their client:
-    # 800 x 200 + 400 x 150 + 300 x 300
-    assert need["postgres_cores"] == 0.57 and need["cores_at_least"] == 0.88
-    assert need["fits_these_cores"] is True
-    assert target_figures(target.scaled(200_000), costs, cores=1)["fits_these_cores"] is False
+    # 800 x 200 + 400 x 150 + 300 x 300; HTTP 3,610 x 100; hashes 10 x 300,000
+    assert need["postgres_cores"] == 0.57 and need["database_cores"] == 0.88
+    assert need["http_cores"] == 0.36 and need["password_hash_cores"] == 3.0
+    assert need["cores_at_least"] == 4.24 and need["fits_these_cores"] is False
+    assert target_figures(target.scaled(10_000), costs, cores=1)["fits_these_cores"] is True
+    said = target_sentence(need)
+    assert "100,000 players' traffic on bare parts" in said and "needs 4.24 cores" in said
+    # a result published before the target's HTTP was measured still reads as it did
+    old = {"players": 100_000, "cores_at_least": 0.88, "postgres_cores": 0.57}
+    assert target_sentence(old).endswith("need 0.88 cores (PostgreSQL 0.57) before any HTTP")
+
+
+def test_the_floor_prices_a_login_at_one_production_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cheapest of a few hashes with the production parameters, by the hashing thread's
+    own CPU clock (a clock of the test's here: no timing in a test)."""
+    hashed: list[ScryptParams] = []
+    readings = iter([0, 500_000, 500_000, 800_000, 800_000, 1_250_000])  # ns
+    monkeypatch.setattr(floor, "hash_password", lambda _pw, params: hashed.append(params))
+    monkeypatch.setattr(floor.time, "thread_time_ns", lambda: next(readings))
+    assert password_hash_cost() == 300.0  # µs: the second of 500, 300 and 450
+    assert hashed == [WebConfig().scrypt] * floor.HASHES
 
 
 async def test_the_floors_load_starts_each_operation_once() -> None:
@@ -192,6 +221,10 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert floor["players_on_these_cores"] > 0 and floor["ours_to_floor"] > 0
     target = floor["at_target"]
     assert target["players"] == 100_000 and target["cores_at_least"] > target["postgres_cores"] > 0
+    assert target["http_cores"] > 0 and target["measured_at_per_s"]["http"] == "saturation"
+    # the basis step's logins (a few, or none in a short window), scaled, a hash each
+    hashes = target["traffic"]["logins_per_s"] * target["cpu_us_per_operation"]["password_hash"]
+    assert target["password_hash_cores"] == round(hashes / 1e6, 2)
     assert all(v > 0 for v in target["cpu_us_per_operation"].values())
     assert (out / "world.png").stat().st_size > 1000
     assert "largest N holding every service level" in proc.stdout
@@ -208,7 +241,7 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert row[0].startswith(f"{figures['max_players']:,} players within every service level")
     assert "load generator" in row[0] and "(projected)" in row[0]
     assert f"the servers use {floor['ours_to_floor']:g} x the floor" in row[0]
-    assert f"need {target['cores_at_least']:g} cores" in row[0]
+    assert target_sentence(target) in row[0] and "HTTP" in target_sentence(target)
     assert row[3].startswith("≥ 100,000 players") and row[4] == "**missed** (players)"
     readme = tmp_path / "README.md"
     readme.write_text(README_TEXT)
