@@ -22,6 +22,7 @@ from bench.host import load_average, redis_version, warn_if_busy
 from bench.prefix import clear_prefix
 from bench.push import raise_fd_limit
 from bench.world.floor import (
+    TARGET_COMMAND_GATHER_MS,
     Costs,
     Traffic,
     database_costs,
@@ -490,7 +491,7 @@ async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floo
     target_costs = await database_costs(
         target, dsn=dsn, game=db.settings.game, players=players, web_workers=plan.web_workers,
         task_servers=plan.task_servers, seconds=seconds, http=http,
-        password_hash=costs.password_hash,
+        password_hash=costs.password_hash, command_windows=(TARGET_COMMAND_GATHER_MS,),
     )  # fmt: skip
     return Floor(traffic, costs, target, target_costs)
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from bench.cli import cli
 from bench.readme import load_published, render, update_readme
 from bench.world import floor
 from bench.world.floor import (
+    TARGET_COMMAND_GATHER_MS,
     Costs,
     Traffic,
     floor_figures,
@@ -113,7 +115,7 @@ def test_the_floor_prices_a_steps_traffic_per_player() -> None:
     # the target's players send the same per player; its database work alone
     target = traffic.scaled(100_000)
     assert target == Traffic(100_000, 3610.0, 800.0, 400.0, 300.0, 10.0)
-    need = target_figures(target, costs, cores=4)
+    need = target_figures(target, replace(costs, command_gather_ms=10), cores=4)
     # PostgreSQL: 800 x 400 + 400 x 250 + 300 x 500 µs a second; their client:
     # 800 x 200 + 400 x 150 + 300 x 300; HTTP 3,610 x 100; hashes 10 x 300,000
     assert need["postgres_cores"] == 0.57 and need["database_cores"] == 0.88
@@ -122,6 +124,7 @@ def test_the_floor_prices_a_steps_traffic_per_player() -> None:
     assert target_figures(target.scaled(10_000), costs, cores=1)["fits_these_cores"] is True
     said = target_sentence(need)
     assert "100,000 players' traffic on bare parts" in said and "needs 4.24 cores" in said
+    assert "commands gathered in 10 ms" in said
     # a result published before the target's HTTP was measured still reads as it did
     old = {"players": 100_000, "cores_at_least": 0.88, "postgres_cores": 0.57}
     assert target_sentence(old).endswith("need 0.88 cores (PostgreSQL 0.57) before any HTTP")
@@ -222,6 +225,8 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     target = floor["at_target"]
     assert target["players"] == 100_000 and target["cores_at_least"] > target["postgres_cores"] > 0
     assert target["http_cores"] > 0 and target["measured_at_per_s"]["http"] == "saturation"
+    # the commands priced as the stack gathers them and in the target's window: the cheaper
+    assert target["measured_at_per_s"]["commands_gathered_ms"] in (0, TARGET_COMMAND_GATHER_MS)
     # the basis step's logins (a few, or none in a short window), scaled, a hash each
     hashes = target["traffic"]["logins_per_s"] * target["cpu_us_per_operation"]["password_hash"]
     assert target["password_hash_cores"] == round(hashes / 1e6, 2)
