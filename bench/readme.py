@@ -340,11 +340,13 @@ def world_row(r: Result) -> Row:
     shares = ", ".join(f"{title} {_millicores(cpu[t])}" for t, title in tiers if t in cpu)
     projected = r.get("projection.players_on_these_cores_servers_only")
     cores = r.machine("cpu_count") or "?"
+    # capacity is the host's as much as the code's: say which CPU it was measured on
+    host = f", {cores} cores of {r.machine('cpu_model')}" if r.machine("cpu_model") else ""
     return (
         f"world: the whole stack, {web} web process{'es' if web != 1 else ''} + {tasks} task "
         f"server{'s' if tasks != 1 else ''} + {DB_TITLES.get(setup['db'], setup['db'])} + "
         f"Redis, simulated players over HTTP ({r.get('requests_per_player_s'):.3f} req/s "
-        f"each, {r.get('model.push_share'):.0%} on the event stream)",
+        f"each, {r.get('model.push_share'):.0%} on the event stream{host})",
         f"{r.get('max_players'):,} players within every service level; first limit: "
         f"{limit['title']}{at}{cause}; CPU per player (millicores): {shares}, load "
         f"generator {_millicores(cpu.get('load_generator', 0.0))} apart; "

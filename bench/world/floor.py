@@ -42,7 +42,6 @@ whichever is cheaper.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import os
 import random
@@ -60,7 +59,7 @@ from bench.web.load import LoadGenerator
 from bench.web.model import Req
 from bench.web.servers import Servers
 from bench.world.model import REQUEST_KINDS
-from bench.world.stack import SimPlayer
+from bench.world.stack import SimPlayer, process_cpu_ns
 from common.batch_slots import BatchSlots
 from db.driver import Prepared
 from db.engine import asyncpg_connect_args
@@ -158,15 +157,8 @@ async def paced(rate: float, seconds: float, op: Callable[[], Awaitable[object]]
 
 
 def cpu_ns(pids: Sequence[int]) -> int:
-    """Nanoseconds the threads of ``pids`` have run (``/proc/PID/task/*/schedstat``: exact,
-    where the clock ticks of ``/proc/PID/stat`` would round a short probe's few ms away)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                    total += int(f.read().split()[0])
-    return total
+    """Nanoseconds the threads of ``pids`` have run (``stack.process_cpu_ns``)."""
+    return sum(map(process_cpu_ns, pids))
 
 
 Tiers = Mapping[str, Callable[[], Sequence[int]]]  # tier -> its pids now

@@ -10,7 +10,7 @@ import secrets
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -419,7 +419,7 @@ async def world_bench(
         db_ver = await db_version(database.engine)
         procs.stop()  # the floor is measured on a quiet machine
         procs = None
-        floor = await measure_floor(plan, world, basis_step(steps))
+        floor = await measure_floor(plan, model, world, basis_step(steps))
     finally:
         if procs is not None:
             procs.stop()
@@ -467,14 +467,18 @@ class Floor:
     target_costs: Costs  # each kind on bare parts at its cheapest (``floor.target_figures``)
 
 
-async def measure_floor(plan: Plan, world: World, basis: dict[str, Any]) -> Floor | None:
+async def measure_floor(
+    plan: Plan, model: PlayerModel, world: World, basis: dict[str, Any]
+) -> Floor | None:
     """The basis step's traffic and its cost on bare parts (``bench.world.floor``), and the
     target's; None on SQLite, which has no server process whose CPU the bare
     statements could be read from."""
     db = world.db
     if db.kind != "postgresql":
         return None
-    traffic = Traffic.of(basis, plan.window_s)
+    # a window holds a handful of logins, if any: they come at the model's mean rate
+    logins = basis["players"] * model.logins_per_player_day / 86_400
+    traffic = replace(Traffic.of(basis, plan.window_s), logins_per_s=logins)
     report.console.print(
         f"world: the floor of {traffic.players:,} players' traffic on bare parts ...",
         highlight=False,

@@ -220,6 +220,8 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert floor["traffic"]["players"] == figures["cpu_basis_players"]
     [basis] = [s for s in steps if s["players"] == figures["cpu_basis_players"]]
     assert abs(floor["traffic"]["requests_per_s"] - basis["requests_per_s"]) < 0.1
+    # logins at the model's mean rate (a short window holds a handful, if any)
+    assert floor["traffic"]["logins_per_s"] == round(basis["players"] * 1000 / 86_400, 2)
     assert all(v > 0 for v in floor["cpu_us_per_operation"].values())
     assert floor["players_on_these_cores"] > 0 and floor["ours_to_floor"] > 0
     target = floor["at_target"]
@@ -243,6 +245,9 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     rows = table_rows(render(load_published(published), published))
     (what, row), = rows.items()  # fmt: skip
     assert what.startswith("world: the whole stack, 2 web processes + 2 task servers")
+    machine = figures["machine"]  # capacity is the host's as much as the code's
+    if machine["cpu_model"]:
+        assert f"{machine['cpu_count']} cores of {machine['cpu_model']})" in what
     assert row[0].startswith(f"{figures['max_players']:,} players within every service level")
     assert "load generator" in row[0] and "(projected)" in row[0]
     assert f"the servers use {floor['ours_to_floor']:g} x the floor" in row[0]
