@@ -60,6 +60,10 @@ class Tally:
     lag: list[float] = field(default_factory=list)
     stream_events: int = 0
     streams_open: int = 0
+    cpu_at: dict[str, float] = field(default_factory=dict)  # the process's CPU s at start, end
+
+    def mark_cpu(self, when: str) -> None:
+        self.cpu_at[when] = time.process_time()
 
     def inside(self, at: float) -> bool:
         return self.start <= at < self.end
@@ -153,6 +157,11 @@ class Generator:
         await asyncio.sleep(max(0.0, self.start_at - time.time()))
         self.t0 = t0 = time.perf_counter()
         self.tally = Tally(t0 + self.warmup_s, t0 + self.warmup_s + self.window_s)
+        # the generator's own CPU over the window, read here: the process may end as soon
+        # as the window does, before the parent could read it from /proc
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.warmup_s, self.tally.mark_cpu, "start")
+        loop.call_later(self.warmup_s + self.window_s, self.tally.mark_cpu, "end")
         arrive_over = self.warmup_s * 0.8  # logins spread over the warm-up
         for i in range(len(self.sims)):
             self.at(t0 + self.rng.uniform(0, arrive_over), "arrive", i)
@@ -339,6 +348,7 @@ class Generator:
             "warmup_errors": t.warmup_errors,
             "start_lag_ms": {k: v * 1000 for k, v in percentiles(t.lag).items()},
             "started": len(t.lag),
+            "cpu_s": t.cpu_at.get("end", 0.0) - t.cpu_at.get("start", 0.0),
         }
 
 

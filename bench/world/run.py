@@ -202,7 +202,6 @@ class Bench:
         tiers = {
             "web": self.procs.web_pids,
             "task_server": self.procs.task_pids,
-            "load_generator": lambda: [p.pid for p in gens],
         }
         if redis_pids:
             tiers["redis"] = lambda: redis_pids
@@ -230,6 +229,8 @@ class Bench:
             parts.append(json.loads(out.decode().strip().splitlines()[-1]))
         hists = {name: histogram_delta(hist_before[name], hist_after[name]) for name in names}
         used = CpuClock.used(cpu_before, cpu_after)
+        # each generator reads its own (``bench.world.load``): it may be gone by now
+        used["load_generator"] = (sum(part["cpu_s"] for part in parts), len(parts))
         return self.step(n, combine(parts), used, wall, hists, machine)
 
     def step(
