@@ -157,11 +157,9 @@ class Generator:
         await asyncio.sleep(max(0.0, self.start_at - time.time()))
         self.t0 = t0 = time.perf_counter()
         self.tally = Tally(t0 + self.warmup_s, t0 + self.warmup_s + self.window_s)
-        # the generator's own CPU over the window, read here: the process may end as soon
-        # as the window does, before the parent could read it from /proc
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.warmup_s, self.tally.mark_cpu, "start")
-        loop.call_later(self.warmup_s + self.window_s, self.tally.mark_cpu, "end")
+        # the generator's own CPU over the window, read here: the process ends right after
+        # the window, maybe before the parent could read it from /proc
+        asyncio.get_running_loop().call_later(self.warmup_s, self.tally.mark_cpu, "start")
         arrive_over = self.warmup_s * 0.8  # logins spread over the warm-up
         for i in range(len(self.sims)):
             self.at(t0 + self.rng.uniform(0, arrive_over), "arrive", i)
@@ -173,6 +171,8 @@ class Generator:
         async with aiohttp.ClientSession(self.url, connector=connector, timeout=timeout) as http:
             self.http = http
             await self.dispatch(logins)
+            await asyncio.sleep(max(0.0, self.tally.end - time.perf_counter()))
+            self.tally.mark_cpu("end")
             if self.tasks:
                 await asyncio.wait(self.tasks, timeout=DRAIN_S)
             self.streams_at_end = self.tally.streams_open
