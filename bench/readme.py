@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.tick import TICK_TARGETS
-from bench.world.floor import target_sentence
+from bench.world.model import target_sentence
 from common.errors import FatalError
 
 ROOT = Path(__file__).resolve().parent.parent

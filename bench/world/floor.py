@@ -521,25 +521,6 @@ def target_figures(traffic: Traffic, costs: Costs, cores: int) -> dict[str, Any]
     }
 
 
-def target_sentence(target: Mapping[str, Any]) -> str:
-    """``target_figures`` in words (the console and the README table say the same)."""
-    players, least = f"{target['players']:,}", f"{target['cores_at_least']:g}"
-    window = target.get("measured_at_per_s", {}).get("commands_gathered_ms")
-    gathered = f", commands gathered in {window} ms" if window else ""
-    if "http_cores" not in target:  # a result of before the target's HTTP was measured
-        return (
-            f"{players} players' snapshot reads and writes alone, on bare asyncpg at their "
-            f"rates, need {least} cores (PostgreSQL {target['postgres_cores']:g}) before any HTTP"
-        )
-    return (
-        f"{players} players' traffic on bare parts, each kind at its cheapest, needs {least} "
-        f"cores at least: HTTP {target['http_cores']:g} (bare aiohttp at saturation), password "
-        f"hashes {target['password_hash_cores']:g}, snapshot reads and writes on asyncpg "
-        f"{target['database_cores']:g} (PostgreSQL {target['postgres_cores']:g}{gathered}); "
-        f"Redis, the tick and the streams not counted"
-    )
-
-
 def _postgres_us_per_s(t: Traffic, c: Costs) -> float:
     return (
         t.builds_per_s * c.build_postgres + t.commands_per_s * c.command_postgres

@@ -117,3 +117,22 @@ def first_failed(held: Mapping[str, bool]) -> str | None:
 def saturated_tiers(cpu: Mapping[str, Mapping[str, float]]) -> list[str]:
     """Tiers that used at least ``SATURATED`` of the cores open to them."""
     return [tier for tier, c in cpu.items() if c["share_of_usable_cores"] >= SATURATED]
+
+
+def target_sentence(target: Mapping[str, Any]) -> str:
+    """``floor.target_figures`` in words (the console and the README table say the same)."""
+    players, least = f"{target['players']:,}", f"{target['cores_at_least']:g}"
+    window = target.get("measured_at_per_s", {}).get("commands_gathered_ms")
+    gathered = f", commands gathered in {window} ms" if window else ""
+    if "http_cores" not in target:  # a result of before the target's HTTP was measured
+        return (
+            f"{players} players' snapshot reads and writes alone, on bare asyncpg at their "
+            f"rates, need {least} cores (PostgreSQL {target['postgres_cores']:g}) before any HTTP"
+        )
+    return (
+        f"{players} players' traffic on bare parts, each kind at its cheapest, needs {least} "
+        f"cores at least: HTTP {target['http_cores']:g} (bare aiohttp at saturation), password "
+        f"hashes {target['password_hash_cores']:g}, snapshot reads and writes on asyncpg "
+        f"{target['database_cores']:g} (PostgreSQL {target['postgres_cores']:g}{gathered}); "
+        f"Redis, the tick and the streams not counted"
+    )

@@ -30,7 +30,6 @@ from bench.world.floor import (
     http_cost_at_saturation,
     measure_costs,
     target_figures,
-    target_sentence,
 )
 from bench.world.model import (
     LIMIT_TITLES,
@@ -42,6 +41,7 @@ from bench.world.model import (
     hist_quantile,
     saturated_tiers,
     share_within,
+    target_sentence,
     verdicts,
 )
 from bench.world.stack import (

@@ -25,10 +25,9 @@ from bench.world.floor import (
     paced,
     password_hash_cost,
     target_figures,
-    target_sentence,
 )
 from bench.world.load import Stream, Tally
-from bench.world.model import SLO, hist_quantile, share_within, verdicts
+from bench.world.model import SLO, hist_quantile, share_within, target_sentence, verdicts
 from bench.world.run import Plan, next_players
 from tests.bench.test_readme_bench import README_TEXT, table_rows
 from tests.conftest import TEST_PG_ADMIN_URL
