@@ -12,12 +12,19 @@ browser. A stream carries:
 - ``event: resync``: messages may have been lost (the subscription was re-made, e.g.
   after a Redis restart): fetch the snapshot.
 - a comment every ``heartbeat_s`` so proxies keep the connection open. One timer of the
-  hub sweeps the streams for the due ones, each stream on its own random phase: streams
-  opened together (a deploy, a reconnect wave) do not all beat in the same instant.
+  hub writes the due ones, each stream on its own random phase: streams opened together
+  (a deploy, a reconnect wave) do not all beat in the same instant. The streams wait in
+  lists by the sweep they are due at, so a sweep visits only its own.
 
-A client whose stream falls ``buffer`` messages behind is dropped (its connection
-closed), so it never holds up the others; the SDK then polls. At most
-``PUSH_MAX_CHANNELS`` streams are open per process; one more is answered 503.
+The hub writes each message (and heartbeat) straight to the stream's transport, framed as
+an HTTP chunk: no task wakes per message, so a push costs the process a fraction of the
+poll it spares. A stream's handler only waits for its end (the client left, it was dropped,
+the server stops). A client that leaves is noticed at its next message or heartbeat.
+
+A client that falls ``buffer_bytes`` behind (bytes the transport could not send yet, or
+waiting for the stream to start) is dropped (its connection closed), so it never holds up
+the others; the SDK then polls. At most ``PUSH_MAX_CHANNELS`` streams are open per
+process; one more is answered 503.
 """
 
 from __future__ import annotations
@@ -26,12 +33,11 @@ import asyncio
 import json
 import logging
 import random
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import hiredis
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from redis.connection import parse_url
 
 from common import supervise
@@ -57,24 +63,36 @@ _HEADERS = {
 @dataclass(frozen=True)
 class PushConfig:
     heartbeat_s: float = 15.0  # a comment after this long without an event
-    buffer: int = 64  # messages a stream may fall behind before it is dropped
+    buffer_bytes: int = 64 * 1024  # unsent bytes a stream may hold before it is dropped
     retry_min_s: float = 0.1  # wait before re-subscribing after a Redis failure, doubling
     retry_max_s: float = 5.0
 
 
 class Channel:
-    """One open stream: messages waiting to be written, and whether it was dropped."""
+    """One open stream: its transport once the stream has started, what waits until then,
+    and its end."""
 
-    __slots__ = ("beat", "dropped", "due", "messages", "player_id", "transport", "wake")
+    __slots__ = ("chunked", "ended", "pending", "pending_bytes", "player_id", "transport")
 
-    def __init__(self, player_id: int, transport: asyncio.Transport | None, due: float) -> None:
+    def __init__(self, player_id: int) -> None:
         self.player_id = player_id
-        self.transport = transport
-        self.messages: deque[bytes] = deque()
-        self.wake = asyncio.Event()
-        self.dropped = False
-        self.beat = False  # a heartbeat is due
-        self.due = due  # loop time of the next heartbeat
+        self.transport: asyncio.Transport | None = None  # set when the stream starts
+        self.chunked = False  # HTTP/1.1: each write is a chunk
+        self.pending: list[bytes] = []  # messages before the stream started
+        self.pending_bytes = 0
+        self.ended = asyncio.Event()  # the handler returns when set
+
+    def write(self, data: bytes) -> None:
+        """``data`` on the wire now (the transport buffers what the socket cannot take)."""
+        assert self.transport is not None
+        if self.chunked:
+            data = b"%x\r\n%b\r\n" % (len(data), data)
+        self.transport.write(data)
+
+    def unsent(self) -> int:
+        return (
+            self.pending_bytes if self.transport is None else self.transport.get_write_buffer_size()
+        )
 
 
 class PushHub:
@@ -93,10 +111,16 @@ class PushHub:
         self.changed = asyncio.Condition()  # notified when a stream closes
         self.subscribed = asyncio.Event()  # set while the subscription is up
         self.subscribed_once = False  # the last connection got as far as subscribing
+        # the heartbeats by the sweep they are due at: a sweep visits only its own streams
+        self.sweep_s = min(0.25, config.heartbeat_s / 4)
+        self.sweeps = 0
+        self.beats: dict[int, list[Channel]] = {}
 
     # ---- streams
 
-    def open(self, player_id: int, transport: asyncio.Transport | None) -> Channel:
+    def open(self, player_id: int) -> Channel:
+        """A stream for ``player_id``, receiving from now on (503 when the process holds
+        all it can); ``start`` it once its response headers are out."""
         if self.count >= self.max_channels:
             raise ApiError(
                 503,
@@ -104,36 +128,52 @@ class PushHub:
                 "this server holds all the event streams it can; poll the snapshot instead",
                 headers={"Retry-After": "30"},
             )
-        loop_now = asyncio.get_running_loop().time()
-        channel = Channel(player_id, transport, loop_now + self.config.heartbeat_s * _phase())
+        channel = Channel(player_id)
+        self._beat_after(channel, self.config.heartbeat_s * _phase())
         self.channels.setdefault(player_id, set()).add(channel)
         self.count += 1
         return channel
+
+    def start(self, channel: Channel, transport: asyncio.Transport, chunked: bool) -> None:
+        """From now on the hub writes ``channel``'s messages to ``transport`` itself; what
+        came before goes first."""
+        if channel.ended.is_set():
+            return
+        channel.transport, channel.chunked = transport, chunked
+        pending, channel.pending, channel.pending_bytes = channel.pending, [], 0
+        if pending:
+            self._send(channel, b"".join(pending))
 
     async def close(self, channel: Channel) -> None:
         held = self.channels.get(channel.player_id)
         if held is None or channel not in held:
             return
         held.discard(channel)
+        channel.ended.set()  # and its heartbeats stop
         if not held:
             del self.channels[channel.player_id]
         self.count -= 1
         async with self.changed:
             self.changed.notify_all()
 
-    def _offer(self, channel: Channel, message: bytes) -> None:
-        if channel.dropped:
+    def _send(self, channel: Channel, message: bytes) -> None:
+        if channel.ended.is_set():
             return
-        if len(channel.messages) >= self.config.buffer:
+        transport = channel.transport
+        if transport is not None and transport.is_closing():
+            channel.ended.set()  # the client left
+        elif channel.unsent() > self.config.buffer_bytes:
             # a slow client: drop it (it polls) rather than buffer without bound
-            channel.dropped = True
             self.dropped += 1
-            channel.messages.clear()
-            if channel.transport is not None:
-                channel.transport.abort()
+            channel.ended.set()
+            channel.pending.clear()
+            if transport is not None:
+                transport.abort()
+        elif transport is None:
+            channel.pending.append(message)
+            channel.pending_bytes += len(message)
         else:
-            channel.messages.append(message)
-        channel.wake.set()
+            channel.write(message)
 
     def deliver(self, data: bytes) -> None:
         """One message of the Redis channel to the streams it concerns; a malformed message
@@ -161,34 +201,40 @@ class PushHub:
             held = channels.get(player_id)
             if held:
                 for channel in list(held):
-                    self._offer(channel, message)
+                    self._send(channel, message)
 
     def resync(self) -> None:
         """Every stream may have missed messages: tell them all to refetch."""
         for held in list(self.channels.values()):
             for channel in list(held):
-                self._offer(channel, _RESYNC)
+                self._send(channel, _RESYNC)
 
     async def stop(self) -> None:
         """End every stream (at shutdown: open streams would hold the server up)."""
         for held in list(self.channels.values()):
             for channel in held:
-                channel.dropped = True
-                channel.wake.set()
+                channel.ended.set()
+
+    def _beat_after(self, channel: Channel, seconds: float) -> None:
+        sweep = self.sweeps + max(1, round(seconds / self.sweep_s))
+        self.beats.setdefault(sweep, []).append(channel)
 
     async def beat(self) -> None:
-        """Wake the streams whose heartbeat is due, a few times per heartbeat period."""
-        heartbeat = self.config.heartbeat_s
-        loop = asyncio.get_running_loop()
+        """Write the heartbeats that are due, a few sweeps per heartbeat period (a client
+        that left is found here at the latest)."""
         while True:
-            await asyncio.sleep(min(0.25, heartbeat / 4))  # a few streams per sweep
-            now = loop.time()
-            for held in list(self.channels.values()):
-                for channel in held:
-                    if channel.due <= now:
-                        channel.due = now + heartbeat
-                        channel.beat = True
-                        channel.wake.set()
+            await asyncio.sleep(self.sweep_s)
+            self.sweep()
+
+    def sweep(self) -> None:
+        """One sweep: the heartbeats due now."""
+        self.sweeps += 1
+        for channel in self.beats.pop(self.sweeps, ()):
+            if channel.ended.is_set():
+                continue  # closed: forgotten here
+            if channel.transport is not None:
+                self._send(channel, _HEARTBEAT)
+            self._beat_after(channel, self.config.heartbeat_s)
 
     # ---- the one subscription
 
@@ -317,26 +363,18 @@ def install(app: web.Application) -> None:
 async def events(request: web.Request) -> web.StreamResponse:
     player_id = await authenticate(request)  # errors before the stream: the JSON shape
     hub = request.app[PUSH]
-    channel = hub.open(player_id, request.transport)  # type: ignore[arg-type]
+    channel = hub.open(player_id)
     response = web.StreamResponse(headers=_HEADERS)
+    chunked = request.version >= HttpVersion11
+    if chunked:
+        response.enable_chunked_encoding()
     try:
         await response.prepare(request)
         await response.write(_HELLO)
-        wake = channel.wake
-        while not channel.dropped:
-            await wake.wait()
-            wake.clear()
-            if request.transport is None or request.transport.is_closing():
-                break  # the client left: found at the next event or heartbeat
-            if channel.dropped:
-                break
-            if channel.messages:
-                batch = b"".join(channel.messages)
-                channel.messages.clear()
-                await response.write(batch)
-            elif channel.beat:
-                await response.write(_HEARTBEAT)
-            channel.beat = False
+        transport = request.transport
+        if transport is not None:
+            hub.start(channel, transport, chunked)  # type: ignore[arg-type]
+            await channel.ended.wait()
     except (ConnectionError, RuntimeError):
         pass  # the client left while we wrote (aiohttp raises one of these)
     finally:

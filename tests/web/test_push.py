@@ -24,7 +24,7 @@ from common.settings import Settings
 from tests.web.conftest import FAST_CONFIG, PASSWORD, Player
 from tests.web.helpers import set_wood
 from webfront.app import create_app
-from webfront.push import PUSH, PUSH_CONFIG, Channel, PushConfig, PushHub
+from webfront.push import PUSH, PUSH_CONFIG, PushConfig, PushHub
 
 SPEND = "/api/test/spend"
 EVENTS = "/api/events"
@@ -188,22 +188,73 @@ async def test_a_lost_subscription_is_remade_and_streams_resync(
     resp.close()
 
 
-async def test_a_client_that_falls_behind_is_dropped_not_buffered() -> None:
-    pushes = PushHub("redis://unused", "unused", 10, replace(QUICK, buffer=2))  # never connects
-    slow, other = pushes.open(1, None), pushes.open(2, None)
-    for version in range(3):
-        pushes.deliver(b"v 1:%d 2:%d" % (version, version))
-        other.messages.clear()  # this one keeps up
-    assert slow.dropped and not other.dropped
+async def test_a_stream_that_has_not_started_holds_its_messages_within_the_budget() -> None:
+    pushes = PushHub("redis://unused", "unused", 10, replace(QUICK, buffer_bytes=50))
+    slow, other = pushes.open(1), pushes.open(2)  # never started: what comes waits
+    pushes.deliver(b"v 2:1")
+    for version in range(3):  # 37 bytes each: the third finds 74 waiting
+        pushes.deliver(b"v 1:%d" % version)
+    assert slow.ended.is_set() and not slow.pending
+    assert not other.ended.is_set() and other.pending == [
+        b'event: version\ndata: {"version":1}\n\n'
+    ]
     assert pushes.dropped == 1
-    assert isinstance(slow, Channel) and not slow.messages
+
+
+async def test_a_client_that_stops_reading_is_dropped_and_the_others_go_on(
+    start: StartFn, engine: AsyncEngine
+) -> None:
+    client = await start()
+    alice, bob = await register(client, "Alice"), await register(client, "Bob")
+    await set_wood(engine, alice.village_id, 100)
+    pushes = hub(client)
+    alice_stream, a = await stream_of(client, alice)
+    _, b = await stream_of(client, bob)  # Bob never reads: the socket's buffers fill
+    big = json.dumps([[bob.player_id, "news", {"text": "x" * 1_000_000}]]).encode()
+    for _ in range(200):  # far more than the kernel's buffers hold
+        pushes.deliver(b"a " + big)
+        if pushes.dropped:
+            break
+    assert pushes.dropped == 1
+    assert [c.player_id for held in pushes.channels.values() for c in held if c.ended.is_set()] in (
+        [bob.player_id],
+        [],  # Bob's handler already returned and closed its channel
+    )
+    await spend(client, alice)  # Alice's stream goes on
+    assert (await alice_stream.next())[0] == "version"
+    async with pushes.changed:
+        await asyncio.wait_for(pushes.changed.wait_for(lambda: pushes.count == 1), DEADLINE_S)
+    a.close()
+    b.close()
+
+
+async def test_an_idle_stream_gets_heartbeats(start: StartFn) -> None:
+    client = await start()
+    alice = await register(client, "Alice")
+    _, resp = await stream_of(client, alice)
+    seen = b""
+    async with asyncio.timeout(DEADLINE_S):
+        while seen.count(b": keep-alive\n\n") < 2:  # QUICK beats every 0.05 s
+            seen += await resp.content.readany()
+    assert seen.startswith(b"retry: 5000\n: connected\n\n")
+    resp.close()
+
+
+async def test_a_closed_stream_leaves_the_heartbeat_schedule() -> None:
+    pushes = PushHub("redis://unused", "unused", 10, QUICK)  # never connects
+    kept, closed = pushes.open(1), pushes.open(2)
+    await pushes.close(closed)
+    assert closed.ended.is_set() and pushes.count == 1
+    for _ in range(3 * round(QUICK.heartbeat_s / pushes.sweep_s)):  # each due twice at least
+        pushes.sweep()
+    assert [c for due in pushes.beats.values() for c in due] == [kept]
 
 
 async def test_a_malformed_message_reaches_no_stream() -> None:
     pushes = PushHub("redis://unused", "unused", 10, QUICK)  # never connects
-    channel = pushes.open(1, None)
+    channel = pushes.open(1)
     for data in (b"v 1:12\nevent: evil", b"v 1:1x", b"v x:1", b"a [[1]]", b"a {", b"zzz"):
         pushes._deliver_safely(data)
-    assert not channel.messages
+    assert not channel.pending
     pushes.deliver(b"v 1:12")
-    assert list(channel.messages) == [b'event: version\ndata: {"version":12}\n\n']
+    assert channel.pending == [b'event: version\ndata: {"version":12}\n\n']
