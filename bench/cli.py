@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -325,6 +327,10 @@ def push_command(
     run_async(go)
 
 
+class Terminated(FatalError):
+    exit_code = 128 + signal.SIGTERM
+
+
 @cli.command("world")
 @click.option("--start", type=click.IntRange(1, 10_000_000), default=1_000, show_default=True,
               help="players of the first step (doubled while the service levels hold)")  # fmt: skip
@@ -390,10 +396,28 @@ def world_command(
     )  # fmt: skip
 
     async def go() -> None:
-        await world_bench(
-            plan, model, db=db, db_name=db_name, pg_admin_url=pg_admin_url,
-            redis_url=redis_url, out=out,
-        )  # fmt: skip
+        # a SIGTERM ends the run as Ctrl-C does: the stack, the generators, the embedded
+        # Valkey and the bench database go with it
+        main = asyncio.current_task()
+        assert main is not None
+        terminated: list[bool] = []
+
+        def terminate() -> None:
+            terminated.append(True)
+            main.cancel()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+        try:
+            await world_bench(
+                plan, model, db=db, db_name=db_name, pg_admin_url=pg_admin_url,
+                redis_url=redis_url, out=out,
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            if not terminated:
+                raise
+            raise Terminated(
+                "stopped by SIGTERM: the processes it started and its database are gone"
+            ) from None
 
     run_async(go)
 

@@ -172,33 +172,47 @@ class Bench:
         await grow_world(self.world, n, plan.bots_per_player, model.rich_share, plan.seed)
         players = self.world.players[:n]
         start_at = time.time() + SPAWN_S
-        gens = []
-        for g in range(plan.load_processes):
-            mine = players[g :: plan.load_processes]
-            spec = {
-                "url": self.procs.url, "seed": plan.seed * 1000 + g, "model": model.as_dict(),
-                "warmup_s": plan.warmup_s, "window_s": plan.window_s, "start_at": start_at,
-                "connections": plan.connections,
-                "players": [
-                    {"player_id": p.player_id, "name": p.name, "token": p.token,
-                     "village_id": p.village_id, "target": [p.target_x, p.target_y],
-                     "push": pushes(i * plan.load_processes + g, model.push_share)}
-                    for i, p in enumerate(mine)
-                ],
-            }  # fmt: skip
-            path = self.folder / f"load{g}.json"
-            path.write_text(json.dumps(spec))
-            gens.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "bench.world",
-                    "load",
-                    str(path),
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
+        gens: list[asyncio.subprocess.Process] = []
+        try:
+            for g in range(plan.load_processes):
+                mine = players[g :: plan.load_processes]
+                spec = {
+                    "url": self.procs.url, "seed": plan.seed * 1000 + g, "model": model.as_dict(),
+                    "warmup_s": plan.warmup_s, "window_s": plan.window_s, "start_at": start_at,
+                    "connections": plan.connections,
+                    "players": [
+                        {"player_id": p.player_id, "name": p.name, "token": p.token,
+                         "village_id": p.village_id, "target": [p.target_x, p.target_y],
+                         "push": pushes(i * plan.load_processes + g, model.push_share)}
+                        for i, p in enumerate(mine)
+                    ],
+                }  # fmt: skip
+                path = self.folder / f"load{g}.json"
+                path.write_text(json.dumps(spec))
+                gens.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "bench.world",
+                        "load",
+                        str(path),
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=asyncio.subprocess.PIPE,
+                    )
                 )
-            )
+            return await self._measured(n, gens, redis_pids, start_at)
+        finally:
+            for proc in gens:  # still running only if the run was cancelled or one failed
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+    async def _measured(
+        self, n: int, gens: list[asyncio.subprocess.Process], redis_pids: list[int],
+        start_at: float,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The window of step ``n``: CPU, histograms and the generators' results."""
+        plan = self.plan
         tiers = {
             "web": self.procs.web_pids,
             "task_server": self.procs.task_pids,

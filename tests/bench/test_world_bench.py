@@ -3,14 +3,19 @@ the verdicts following from the figures, and the result published into the READM
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -256,3 +261,56 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     readme.write_text(README_TEXT)
     assert update_readme(readme, published) is True
     assert "world: the whole stack" in readme.read_text()
+
+
+@pytest.mark.timeout(300)
+def test_a_sigterm_stops_the_run_and_everything_it_started(tmp_path: Path) -> None:
+    db_name = f"wgbench_world_{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", "world", "--start", "20", "--max-players", "20",
+         "--warmup", "3", "--window", "600", "--db", "postgresql", "--db-name", db_name,
+         "--pg-admin-url", TEST_PG_ADMIN_URL, "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    bench = psutil.Process(proc.pid)
+    try:
+        # the step's window has begun once its load generator runs: by then the stack,
+        # the embedded Valkey and the bench database all exist
+        deadline = time.monotonic() + 200
+        while not any("load" in c.cmdline() for c in _alive(bench.children(recursive=True))):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the load generator never started"
+            time.sleep(0.1)
+        started = bench.children(recursive=True)
+        assert len(started) >= 4  # web, task server, Valkey, load generator
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == (
+        "error: stopped by SIGTERM: the processes it started and its database are gone"
+    ), err
+    assert _alive(started) == []
+    assert not asyncio.run(_database_exists(db_name))
+    assert not (tmp_path / "world.json").exists()
+
+
+def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for p in procs:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+async def _database_exists(name: str) -> bool:
+    conn = await asyncpg.connect(TEST_PG_ADMIN_URL.replace("+asyncpg", ""))
+    try:
+        return bool(await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))
+    finally:
+        await conn.close()
