@@ -62,6 +62,7 @@ HOLDS_WORLD: ColumnElement[bool] = (_EVENTS.attempts == literal_column("0", Smal
 HOLDS_VILLAGE: ColumnElement[bool] = _EVENTS.dead_ms.is_(None)
 # the same rules as SQL text, for statements written as text (the worker's order check)
 HOLDS_VILLAGE_SQL = str(HOLDS_VILLAGE.compile(compile_kwargs={"literal_binds": True}))
+HOLDS_WORLD_SQL = str(HOLDS_WORLD.compile(compile_kwargs={"literal_binds": True}))
 
 Db = AsyncSession | AsyncConnection
 

@@ -32,7 +32,7 @@ from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
 from db.driver import dialect_name, rows
-from db.events import HOLDS_VILLAGE_SQL, Db
+from db.events import HOLDS_VILLAGE_SQL, HOLDS_WORLD_SQL, Db, PendingHead, earliest_pending
 from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
@@ -167,6 +167,17 @@ _ANY_HOLDING_SQL = (
     f"SELECT 1 FROM scheduled_events WHERE due_ms <= :last AND {HOLDS_VILLAGE_SQL} LIMIT 1"
 )
 _ANY_HOLDING = text(_ANY_HOLDING_SQL)
+# PostgreSQL: the world's head (``db.events.earliest_pending``) and the villages' earlier
+# events in ONE round trip and one snapshot; the head comes first, marked ``is_head``
+_HEAD_AND_EARLIER = text(
+    "SELECT true AS is_head, * FROM (SELECT id, kind, village_id, due_ms, 0 AS priority, "
+    "NULL::bytea AS payload FROM scheduled_events "
+    f"WHERE {HOLDS_WORLD_SQL} ORDER BY due_ms LIMIT 1) AS head "
+    "UNION ALL SELECT false, id, kind, village_id, due_ms, priority, payload FROM "
+    "scheduled_events WHERE village_id = ANY(CAST(:villages AS BIGINT[])) "
+    f"AND id <> ALL(CAST(:ids AS BIGINT[])) AND due_ms <= :last AND {HOLDS_VILLAGE_SQL} "
+    "ORDER BY is_head DESC, due_ms, priority, id"
+)
 _is_durable = operator.attrgetter("durable")
 
 
@@ -200,6 +211,27 @@ async def earlier_in_villages(db: Db, events: Sequence[Event]) -> dict[int, Even
     dialect = dialect_name(db)
     params = _order_params(events, last, dialect)
     return first_per_village(await rows(db, _EARLIER[dialect], params, begin=False))
+
+
+async def order_reads(
+    db: Db, events: Sequence[Event], lookahead: bool
+) -> tuple[PendingHead | None, dict[int, Event]]:
+    """What the worker's order check reads before it runs ``events``: the world's earliest
+    healthy pending event when the game has a ``lookahead`` (else None), and
+    ``earlier_in_villages``. A batch of durable events on PostgreSQL asks both at once."""
+    if lookahead and any(map(_is_durable, events)) and dialect_name(db) == "postgresql":
+        last = max(e.due_ms for e in events)
+        found = await rows(
+            db, _HEAD_AND_EARLIER, _order_params(events, last, "postgresql"), begin=False
+        )
+        head = None
+        if found and found[0][0]:
+            event_id, kind, village_id, due_ms = found[0][1:5]
+            head = PendingHead(int(event_id), str(kind), int(village_id), int(due_ms))
+            found = found[1:]
+        return head, first_per_village(row[1:] for row in found)
+    head = await earliest_pending(db) if lookahead else None
+    return head, await earlier_in_villages(db, events)
 
 
 def earlier_in_villages_sqlite(

@@ -470,10 +470,9 @@ class PartitionWorker:
         if read is not None:
             head, earlier = read
         else:
-            # a Core connection, not an ORM session: two plain reads need none of its state
+            # a Core connection, not an ORM session: plain reads need none of its state
             async with self._connect() as conn:
-                head = await pending.earliest_pending(conn) if lookahead else None
-                earlier = await durable.earlier_in_villages(conn, events)
+                head, earlier = await durable.order_reads(conn, events, bool(lookahead))
         if head is None and not earlier:
             self._note_hold(now, None, 0)
             return events, []

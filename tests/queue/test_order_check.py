@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from common.clock import ManualClock
 from common.queue import Event, EventQueue, NewEvent
-from common.queue.durable import add_durable_events, earlier_in_villages
+from common.queue.durable import add_durable_events, earlier_in_villages, order_reads
 from common.queue.handlers import HandlerRegistry
 from common.queue.sqlite_reader import SqliteReader
 from common.queue.tx import Tx
@@ -159,6 +159,10 @@ async def test_the_sqlite_reader_answers_as_the_session_does(
         dialect = session.get_bind().dialect.name
     assert {v: e.id for v, e in found.items()} == expected
     assert head is not None and head.id == rows[5].id
+    # the worker's read: on PostgreSQL both in one statement, the same answer
+    async with sessions() as session:
+        assert await order_reads(session, batch, lookahead=True) == (head, found)
+        assert await order_reads(session, batch, lookahead=False) == (None, found)
     # without rows of its own the batch is answered by the probe first: same answer
     async with sessions() as session:
         found = await earlier_in_villages(session, batch[1:])
@@ -182,3 +186,32 @@ async def test_the_sqlite_reader_answers_as_the_session_does(
         assert reader.order(batch[1:], lookahead=True) == (None, {})
     finally:
         reader.close()
+
+
+async def test_the_order_read_tells_a_head_without_earlier_events_and_nothing_at_all(
+    queue: EventQueue, sessions: async_sessionmaker[AsyncSession], clock: ManualClock
+) -> None:
+    async with sessions() as session, session.begin():
+        rows = await add_durable_events(
+            session,
+            [NewEvent(KIND, 7, START_MS + 50), NewEvent(KIND, 8, START_MS + 60)],
+            clock=clock, ids=queue.ids,
+        )  # fmt: skip
+    # village 8's event is the batch; village 7's is the world's head, of another village
+    batch = [Event(rows[1].id, KIND, 8, START_MS + 60, 0, {}, 0, True)]
+    async with sessions() as session:
+        head, earlier = await order_reads(session, batch, lookahead=True)
+    assert head is not None and (head.id, head.village_id, head.due_ms) == (
+        rows[0].id, 7, START_MS + 50,
+    )  # fmt: skip
+    assert earlier == {}
+    async with sessions() as session, session.begin():
+        await pending.mark_failed(session, [(rows[0].id, 1, "boom")])  # failing: not a head
+    async with sessions() as session:
+        head, earlier = await order_reads(session, batch, lookahead=True)
+    assert head is not None and head.id == rows[1].id  # the batch's own row is the head now
+    assert earlier == {}  # and village 7's failing event holds its own village only
+    async with sessions() as session, session.begin():
+        await pending.mark_failed(session, [(rows[1].id, 1, "boom")])
+    async with sessions() as session:
+        assert await order_reads(session, batch, lookahead=True) == (None, {})

@@ -67,11 +67,13 @@ def _counting() -> Iterator[RoundTrips]:
 
 def _batch(sent: list[str], table: str) -> list[str]:
     """The statements of the batch that took an order from ``table``: the order check
-    right before its transaction, and the transaction."""
+    right before its transaction (the world's head and the village's earlier events in
+    one statement, no read before it), and the transaction."""
     taken = next(i for i, s in enumerate(sent) if s.startswith(f"DELETE FROM {table} "))
     begin = max(i for i in range(taken) if sent[i].startswith("BEGIN"))
     commit = next(i for i in range(taken, len(sent)) if sent[i].startswith("COMMIT"))
-    assert sent[begin - 1].startswith("SELECT id, kind, village_id"), sent[begin - 1 :]
+    assert sent[begin - 1].startswith("SELECT true AS is_head"), sent[begin - 1 :]
+    assert not sent[begin - 2].startswith("SELECT scheduled_events.id"), sent[begin - 2 :]
     return sent[begin - 1 : commit + 1]
 
 
