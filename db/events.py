@@ -40,6 +40,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import dialect as postgresql_dialect
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -62,7 +63,6 @@ HOLDS_WORLD: ColumnElement[bool] = (_EVENTS.attempts == literal_column("0", Smal
 HOLDS_VILLAGE: ColumnElement[bool] = _EVENTS.dead_ms.is_(None)
 # the same rules as SQL text, for statements written as text (the worker's order check)
 HOLDS_VILLAGE_SQL = str(HOLDS_VILLAGE.compile(compile_kwargs={"literal_binds": True}))
-HOLDS_WORLD_SQL = str(HOLDS_WORLD.compile(compile_kwargs={"literal_binds": True}))
 
 Db = AsyncSession | AsyncConnection
 
@@ -131,6 +131,10 @@ _EARLIEST = (
 )
 _EARLIEST_SQLITE = str(
     _EARLIEST.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
+)
+# the same read as text, for the worker's one-statement order check on PostgreSQL
+EARLIEST_PENDING_PG_SQL = str(
+    _EARLIEST.compile(dialect=postgresql_dialect(), compile_kwargs={"literal_binds": True})
 )
 
 

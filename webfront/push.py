@@ -62,7 +62,7 @@ _HEADERS = {
 
 @dataclass(frozen=True)
 class PushConfig:
-    heartbeat_s: float = 15.0  # a comment after this long without an event
+    heartbeat_s: float = 15.0  # a comment this often on every stream, events or not
     buffer_bytes: int = 64 * 1024  # unsent bytes a stream may hold before it is dropped
     retry_min_s: float = 0.1  # wait before re-subscribing after a Redis failure, doubling
     retry_max_s: float = 5.0

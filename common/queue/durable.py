@@ -32,7 +32,13 @@ from common.queue.errors import ScheduleError
 from common.queue.eventqueue import check_new_event
 from common.queue.events import Event, NewEvent
 from db.driver import dialect_name, rows
-from db.events import HOLDS_VILLAGE_SQL, HOLDS_WORLD_SQL, Db, PendingHead, earliest_pending
+from db.events import (
+    EARLIEST_PENDING_PG_SQL,
+    HOLDS_VILLAGE_SQL,
+    Db,
+    PendingHead,
+    earliest_pending,
+)
 from db.models import ProcessedEvent, ScheduledEvent
 
 _DEFAULT_IDS: IdGenerator | None = None
@@ -144,21 +150,20 @@ async def reschedule_durable(session: AsyncSession, event_id: int, due_ms: int) 
 # text (compiled once, one parameter per list) rather than IN lists that SQLAlchemy renders
 # anew for every batch. SQLite reads a list from JSON, PostgreSQL from an array. The SQLite
 # text is also what ``SqliteReader`` runs on the worker's own thread.
+_OF_THE_BATCH = {  # the batch's villages, not its own events
+    "sqlite": "village_id IN (SELECT value FROM json_each(:villages)) "
+    "AND id NOT IN (SELECT value FROM json_each(:ids))",
+    "postgresql": "village_id = ANY(CAST(:villages AS BIGINT[])) "
+    "AND id <> ALL(CAST(:ids AS BIGINT[]))",
+}
+_EARLIER_WHERE = {
+    dialect: f"{villages} AND due_ms <= :last AND {HOLDS_VILLAGE_SQL}"
+    for dialect, villages in _OF_THE_BATCH.items()
+}
 _EARLIER_SQL = {
     dialect: "SELECT id, kind, village_id, due_ms, priority, payload FROM scheduled_events "
-    f"WHERE {villages} AND due_ms <= :last AND {HOLDS_VILLAGE_SQL} "
-    "ORDER BY due_ms, priority, id"
-    for dialect, villages in (
-        (
-            "sqlite",
-            "village_id IN (SELECT value FROM json_each(:villages)) "
-            "AND id NOT IN (SELECT value FROM json_each(:ids))",
-        ),
-        (
-            "postgresql",
-            "village_id = ANY(CAST(:villages AS BIGINT[])) AND id <> ALL(CAST(:ids AS BIGINT[]))",
-        ),
-    )
+    f"WHERE {where} ORDER BY due_ms, priority, id"
+    for dialect, where in _EARLIER_WHERE.items()
 }
 _EARLIER = {dialect: text(sql) for dialect, sql in _EARLIER_SQL.items()}
 # Any pending row that holds its village, due by ``:last``? None: no village can have an
@@ -170,12 +175,10 @@ _ANY_HOLDING = text(_ANY_HOLDING_SQL)
 # PostgreSQL: the world's head (``db.events.earliest_pending``) and the villages' earlier
 # events in ONE round trip and one snapshot; the head comes first, marked ``is_head``
 _HEAD_AND_EARLIER = text(
-    "SELECT true AS is_head, * FROM (SELECT id, kind, village_id, due_ms, 0 AS priority, "
-    "NULL::bytea AS payload FROM scheduled_events "
-    f"WHERE {HOLDS_WORLD_SQL} ORDER BY due_ms LIMIT 1) AS head "
+    "SELECT true AS is_head, id, kind, village_id, due_ms, 0 AS priority, "
+    f"NULL::bytea AS payload FROM ({EARLIEST_PENDING_PG_SQL}) AS head "
     "UNION ALL SELECT false, id, kind, village_id, due_ms, priority, payload FROM "
-    "scheduled_events WHERE village_id = ANY(CAST(:villages AS BIGINT[])) "
-    f"AND id <> ALL(CAST(:ids AS BIGINT[])) AND due_ms <= :last AND {HOLDS_VILLAGE_SQL} "
+    f"scheduled_events WHERE {_EARLIER_WHERE['postgresql']} "
     "ORDER BY is_head DESC, due_ms, priority, id"
 )
 _is_durable = operator.attrgetter("durable")
