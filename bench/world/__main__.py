@@ -1,4 +1,5 @@
-"""``python -m bench.world load spec.json``: one load generator process of ``bench world``."""
+"""``python -m bench.world load SPEC.json RESULT.json``: one load generator process of
+``bench world``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,6 @@ import sys
 from bench.world.load import main
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "load":
-        sys.exit("usage: python -m bench.world load SPEC.json")
-    main(sys.argv[2])
+    if len(sys.argv) != 4 or sys.argv[1] != "load":
+        sys.exit("usage: python -m bench.world load SPEC.json RESULT.json")
+    main(sys.argv[2], sys.argv[3])

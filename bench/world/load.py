@@ -1,7 +1,7 @@
-"""The load generator (``python -m bench.world load spec.json``): simulated players over the
-real HTTP API, open loop (each request is due at a time the model decides, whatever the
-answers before it; its latency counts from that time, so a slow server cannot slow the
-load down and hide its own slowness)."""
+"""The load generator (``python -m bench.world load SPEC.json RESULT.json``): simulated
+players over the real HTTP API, open loop (each request is due at a time the model decides,
+whatever the answers before it; its latency counts from that time, so a slow server cannot
+slow the load down and hide its own slowness)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,19 @@ import heapq
 import json
 import random
 import secrets
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
+import httptools
+import orjson
 
 from bench.report import percentiles
+from bench.world.http_client import Client
 from bench.world.model import PlayerModel
+from common.entrypoint import serve_on
+from common.settings import load_settings
 
 # what the 2-minute command builds (the reference game's resource fields and storage)
 BUILD_KINDS = ("woodcutter", "clay_pit", "iron_mine", "cropland", "warehouse", "granary")
@@ -32,7 +35,8 @@ GONE = 404  # the march to recall has arrived meanwhile
 # fetch after a push is a snapshot GET like a poll
 _MEASURED_AS = {"order": "command", "march": "command", "recall": "command", "fetch": "poll"}
 NO_FULL_COLLECTION = 1_000_000  # young collections before a full one: never in a step
-DRAIN_S = 12.0  # after the window: requests in flight finish (the client timeout is 10 s)
+TIMEOUT_S = 10.0  # a request unanswered this long is an error
+DRAIN_S = 12.0  # after the window: requests in flight finish
 
 
 @dataclass
@@ -143,7 +147,8 @@ class Generator:
         self.streams: list[tuple[asyncio.BaseTransport, Stream]] = []
         self.t0 = 0.0
         self.tally = Tally(0.0, 0.0)
-        self.http: aiohttp.ClientSession | None = None
+        host, port = self.host.rsplit(":", 1)
+        self.http = Client(host, int(port), self.connections, TIMEOUT_S)
         self.streams_at_end = 0
 
     def at(self, due: float, action: str, who: int, arg: int = 0) -> None:
@@ -166,10 +171,7 @@ class Generator:
         logins = len(self.sims) * self.model.logins_per_player_day / 86_400
         if logins > 0 and self.sims:
             self.at(t0 + self.rng.expovariate(logins), "login", 0)
-        connector = aiohttp.TCPConnector(limit=self.connections)
-        timeout = aiohttp.ClientTimeout(total=10)
-        async with aiohttp.ClientSession(self.url, connector=connector, timeout=timeout) as http:
-            self.http = http
+        try:
             await self.dispatch(logins)
             await asyncio.sleep(max(0.0, self.tally.end - time.perf_counter()))
             self.tally.mark_cpu("end")
@@ -179,6 +181,8 @@ class Generator:
             for transport, stream in self.streams:
                 stream.closing = True
                 transport.close()
+        finally:
+            self.http.close()
         return self.result()
 
     async def dispatch(self, logins: float) -> None:
@@ -208,7 +212,7 @@ class Generator:
             outcome = await getattr(self, f"do_{action}")(sim, who, arg, due)
         except TimeoutError:
             self.tally.error(due, f"{action}_timeout")
-        except (aiohttp.ClientError, OSError) as exc:
+        except (OSError, httptools.HttpParserError) as exc:
             self.tally.error(due, f"{action}_{type(exc).__name__}")
         else:
             if outcome.startswith("error"):
@@ -252,33 +256,40 @@ class Generator:
             sim.fetching = -1
 
     async def snapshot(self, sim: Sim, etag: str | None) -> str:
-        assert self.http is not None
         headers = self.auth(sim)
         if etag:
             headers["If-None-Match"] = etag
-        async with self.http.get("/api/snapshot", headers=headers) as response:
-            await response.read()
-            if response.status == 200:
-                sim.etag = response.headers.get("ETag")
-                return "full"
-            return "not_modified" if response.status == 304 else f"error_{response.status}"
+        answer = await self.http.request("GET", "/api/snapshot", headers)
+        if answer.status == 200:
+            sim.etag = answer.etag
+            return "full"
+        return "not_modified" if answer.status == 304 else f"error_{answer.status}"
 
     async def do_poll(self, sim: Sim, who: int, _arg: int, due: float) -> str:
         m = self.model
         self.at(due + (m.push_poll_interval_s if sim.push else m.poll_interval_s), "poll", who)
         return await self.snapshot(sim, sim.etag or '"0"')
 
-    async def post(self, sim: Sim, path: str, body: dict[str, Any]) -> tuple[str, Any]:
-        assert self.http is not None
+    async def post(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[str, Any]:
+        """POST a JSON body: ("done", the answer's JSON), ("refused", None) or
+        ("error_<status>", None)."""
+        headers["Content-Type"] = "application/json"
+        answer = await self.http.request("POST", path, headers, orjson.dumps(body))
+        if answer.status in (200, 201):
+            try:
+                return "done", orjson.loads(answer.body)
+            except orjson.JSONDecodeError:
+                return "error_body", None
+        if answer.status == REFUSED:
+            return "refused", None
+        return f"error_{answer.status}", None
+
+    async def command(self, sim: Sim, path: str, body: dict[str, Any]) -> tuple[str, Any]:
         self.seq += 1
         headers = {**self.auth(sim), "Idempotency-Key": f"w{self.run}-{self.seq}"}
-        async with self.http.post(path, json=body, headers=headers) as response:
-            data = await response.json(content_type=None)
-            if response.status in (200, 201):
-                return "done", data
-            if response.status == REFUSED:
-                return "refused", data
-            return f"error_{response.status}", data
+        return await self.post(path, body, headers)
 
     async def do_order(self, sim: Sim, who: int, _arg: int, due: float) -> str:
         """The 2-minute command: train or build."""
@@ -286,22 +297,22 @@ class Generator:
         self.at(due + self.jitter(m.command_interval_s), "order", who)
         if self.rng.random() < m.train_share:
             body: dict[str, Any] = {"village_id": sim.village_id, **TRAIN}
-            return (await self.post(sim, "/api/train", body))[0]
+            return (await self.command(sim, "/api/train", body))[0]
         body = {"village_id": sim.village_id, "kind": self.rng.choice(BUILD_KINDS)}
-        return (await self.post(sim, "/api/build", body))[0]
+        return (await self.command(sim, "/api/build", body))[0]
 
     async def do_march(self, sim: Sim, who: int, _arg: int, due: float) -> str:
         m = self.model
         self.at(due + self.jitter(m.march_interval_s), "march", who)
         x, y = sim.target
         body = {"village_id": sim.village_id, "kind": "raid", "x": x, "y": y, "troops": RAID}
-        outcome, data = await self.post(sim, "/api/march", body)
+        outcome, data = await self.command(sim, "/api/march", body)
         if outcome == "done" and self.rng.random() < m.recall_share:
             self.at(time.perf_counter() + m.recall_after_s, "recall", who, int(data["march_id"]))
         return outcome
 
     async def do_recall(self, sim: Sim, _who: int, march_id: int, _due: float) -> str:
-        outcome = (await self.post(sim, "/api/recall", {"march_id": march_id}))[0]
+        outcome = (await self.command(sim, "/api/recall", {"march_id": march_id}))[0]
         # a march that already arrived is gone: too late to recall, as the game says
         return "refused" if outcome == f"error_{GONE}" else outcome
 
@@ -309,17 +320,12 @@ class Generator:
         """A password login from the player's own address (behind the trusted proxy)."""
         from bench.world.stack import PASSWORD
 
-        assert self.http is not None
         address = f"10.{who >> 16 & 255}.{who >> 8 & 255}.{who & 255}"
         body = {"name": sim.name, "password": PASSWORD}
-        async with self.http.post(
-            "/api/login", json=body, headers={"X-Forwarded-For": address}
-        ) as response:
-            data = await response.json(content_type=None)
-            if response.status != 200:
-                return f"error_{response.status}"
+        outcome, data = await self.post("/api/login", body, {"X-Forwarded-For": address})
+        if outcome == "done":
             sim.token = str(data["token"])
-            return "done"
+        return outcome
 
     async def open_stream(self, sim: Sim, who: int) -> None:
         host, port = self.host.rsplit(":", 1)
@@ -352,8 +358,8 @@ class Generator:
         }
 
 
-def main(path: str) -> None:
-    with open(path, encoding="utf-8") as f:
+def main(spec_path: str, result_path: str) -> None:
+    with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     generator = Generator(spec)
     # A process lives one step and its players' state all of it: a full collection would
@@ -365,5 +371,9 @@ def main(path: str) -> None:
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, NO_FULL_COLLECTION)
-    result = asyncio.run(generator.main())
-    sys.stdout.write(json.dumps(result) + "\n")
+    # the servers' event loop (EVENT_LOOP): uvloop's wake-ups cost the generator less too
+    result = serve_on(load_settings().event_loop, generator.main())
+    # a file, not standard output: a child on uvloop whose parent runs asyncio's loop can
+    # lose the end of a large write to its pipe
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(result, f)

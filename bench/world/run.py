@@ -166,6 +166,9 @@ class Bench:
         self.plan, self.model, self.world, self.procs = plan, model, world, procs
         self.folder = Path(tempfile.mkdtemp(prefix="bench-world-"))
 
+    def generator_result(self, g: int) -> Path:
+        return self.folder / f"load{g}.result.json"
+
     async def measure(self, n: int, redis_pids: list[int]) -> dict[str, Any]:
         plan, model = self.plan, self.model
         report.console.print(f"world: {n:,} players ...", highlight=False)
@@ -196,7 +199,8 @@ class Bench:
                         "bench.world",
                         "load",
                         str(path),
-                        stdout=asyncio.subprocess.PIPE,
+                        str(self.generator_result(g)),
+                        stdout=asyncio.subprocess.DEVNULL,
                         stderr=asyncio.subprocess.PIPE,
                     )
                 )
@@ -235,12 +239,12 @@ class Bench:
         wall = time.perf_counter() - wall_before
         hist_after = await asyncio.to_thread(scrape_histograms, urls, names)
         parts = []
-        for proc in gens:
-            out, err = await proc.communicate()
+        for g, proc in enumerate(gens):
+            _, err = await proc.communicate()
             if proc.returncode != 0:
                 tail = err.decode(errors="replace").strip().splitlines()[-3:]
                 raise FatalError(f"a load generator failed: {' | '.join(tail)}")
-            parts.append(json.loads(out.decode().strip().splitlines()[-1]))
+            parts.append(json.loads(self.generator_result(g).read_text()))
         hists = {name: histogram_delta(hist_before[name], hist_after[name]) for name in names}
         used = CpuClock.used(cpu_before, cpu_after)
         # each generator reads its own (``bench.world.load``): it may be gone by now
