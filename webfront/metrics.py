@@ -20,16 +20,24 @@ import hmac
 from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
 
 from db.shared_writes import SharedWrites
 from webfront.proxies import ClientResolver
+
+if TYPE_CHECKING:
+    from webfront.push import PushHub
 
 _BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _LE = [*(floatToGoString(b) for b in _BUCKETS_S), "+Inf"]
@@ -53,6 +61,8 @@ class Metrics:
         # where commands' closing statements are written together (db.shared_writes; None
         # on SQLite): its closings against its statements, how well the writes gather
         self.shared_writes: SharedWrites | None = None
+        # the event streams (webfront.push), once its hub runs
+        self.push: PushHub | None = None
         self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -104,6 +114,16 @@ class Metrics:
             "webfront_command_closing_statements",
             "statements that wrote them (a batch's one, or one per closing written alone)",
             value=writes.statements_run if writes else 0,
+        )
+        push = self.push
+        yield GaugeMetricFamily(
+            "webfront_push_streams", "event streams open (GET /api/events)",
+            value=push.count if push else 0,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "webfront_push_dropped",
+            "event streams dropped for falling behind (unsent bytes over the buffer)",
+            value=push.dropped if push else 0,
         )
 
     def render(self) -> bytes:

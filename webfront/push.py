@@ -45,7 +45,7 @@ from common.snapshot_versions import push_channel
 from webfront.auth import authenticate
 from webfront.errors import ApiError
 from webfront.routing import Endpoint
-from webfront.state import SETTINGS
+from webfront.state import METRICS, SETTINGS
 
 log = logging.getLogger("webfront.push")
 
@@ -341,6 +341,8 @@ async def hub_context(app: web.Application) -> AsyncIterator[None]:
     config = app.get(PUSH_CONFIG) or PushConfig()
     hub = PushHub(settings.redis_url, settings.redis_prefix, settings.push_max_channels, config)
     app[PUSH] = hub
+    if METRICS in app:
+        app[METRICS].push = hub
     running = supervise.start("push-subscription", hub.run)
     beating = supervise.start("push-heartbeat", hub.beat)
     yield

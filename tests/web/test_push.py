@@ -224,6 +224,10 @@ async def test_a_client_that_stops_reading_is_dropped_and_the_others_go_on(
     assert (await alice_stream.next())[0] == "version"
     async with pushes.changed:
         await asyncio.wait_for(pushes.changed.wait_for(lambda: pushes.count == 1), DEADLINE_S)
+    # an operator sees it: the open streams and the drops are in the metrics
+    metrics = await (await client.get("/metrics")).text()
+    assert "\nwebfront_push_streams 1.0\n" in metrics
+    assert "\nwebfront_push_dropped_total 1.0\n" in metrics
     a.close()
     b.close()
 
