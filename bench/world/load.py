@@ -127,7 +127,9 @@ class Stream(asyncio.Protocol):
         if self.started:
             self.tally.streams_open -= 1
         if not self.closing:
-            self.tally.error(time.perf_counter(), "stream_dropped")
+            # a reset is how the server drops a client that fell behind (webfront.push)
+            reason = "stream_reset" if isinstance(exc, ConnectionResetError) else "stream_closed"
+            self.tally.error(time.perf_counter(), reason)
 
 
 class Generator:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -74,6 +75,19 @@ def test_a_stream_tells_each_pushed_version_once_it_is_whole() -> None:
         b'\nevent: resync\ndata: {}\n\n\r\n23\r\nevent: version\ndata: {"version":9}\n\n'
     )
     assert versions == [7, 9] and tally.stream_events == 4
+
+
+def test_a_stream_the_server_ends_is_an_error_named_by_how_it_ended() -> None:
+    tally = Tally(0.0, math.inf)
+    for exc in (None, ConnectionResetError()):  # closed, or reset (a client dropped)
+        stream = Stream(b"", tally)
+        stream.data_received(b"HTTP/1.1 200 OK\r\n\r\n")
+        stream.connection_lost(exc)
+    ours = Stream(b"", tally)
+    ours.closing = True  # the generator closes its streams after the window
+    ours.connection_lost(None)
+    assert tally.errors == {"stream_closed": 1, "stream_reset": 1}
+    assert tally.streams_open == 0
 
 
 def test_the_search_doubles_then_bisects_and_stops() -> None:
