@@ -20,7 +20,7 @@ import hmac
 from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -36,11 +36,15 @@ from prometheus_client.utils import floatToGoString
 from db.shared_writes import SharedWrites
 from webfront.proxies import ClientResolver
 
-if TYPE_CHECKING:
-    from webfront.push import PushHub
-
 _BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _LE = [*(floatToGoString(b) for b in _BUCKETS_S), "+Inf"]
+
+
+class StreamCounts(Protocol):
+    """What the metrics read of the event streams' hub (``webfront.push.PushHub``)."""
+
+    count: int  # streams open
+    dropped: int  # streams dropped for falling behind, since start
 
 
 class Metrics:
@@ -62,7 +66,7 @@ class Metrics:
         # on SQLite): its closings against its statements, how well the writes gather
         self.shared_writes: SharedWrites | None = None
         # the event streams (webfront.push), once its hub runs
-        self.push: PushHub | None = None
+        self.push: StreamCounts | None = None
         self.registry.register(self)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
