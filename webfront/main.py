@@ -34,6 +34,10 @@ from webfront.app import create_app
 
 log = logging.getLogger("webfront")
 GC_GEN0_THRESHOLD = 10_000  # fewer gen-0 passes on the poll path; far higher, each pause grows
+# connections the kernel holds for us until accepted (capped by net.core.somaxconn):
+# aiohttp's 128 overflows when a busy process meets a burst of connects (a world's clients
+# reconnecting after a restart), and the overflow reaches clients as resets
+LISTEN_BACKLOG = 4096
 
 _STOP_GRACE_S = 10.0
 
@@ -62,7 +66,7 @@ async def serve(
         await preflight(settings)
     runner = web.AppRunner(create_app(settings), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_port=reuse_port or None)
     try:
         await site.start()
     except OSError as exc:
