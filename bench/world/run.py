@@ -233,11 +233,13 @@ class Bench:
         machine_before = psutil.cpu_times()
         wall_before = time.perf_counter()
         hist_before = await asyncio.to_thread(scrape_histograms, urls, names)
+        dropped_before = await asyncio.to_thread(self.procs.streams_dropped)
         await asyncio.sleep(max(0.0, start_at + plan.warmup_s + plan.window_s - time.time()))
         cpu_after = clock.read()
         machine = busy_share(machine_before, psutil.cpu_times())
         wall = time.perf_counter() - wall_before
         hist_after = await asyncio.to_thread(scrape_histograms, urls, names)
+        dropped_after = await asyncio.to_thread(self.procs.streams_dropped)
         parts = []
         for g, proc in enumerate(gens):
             _, err = await proc.communicate()
@@ -249,7 +251,10 @@ class Bench:
         used = CpuClock.used(cpu_before, cpu_after)
         # each generator reads its own (``bench.world.load``): it may be gone by now
         used["load_generator"] = (sum(part["cpu_s"] for part in parts), len(parts))
-        return self.step(n, combine(parts), used, wall, hists, machine)
+        loads = combine(parts)
+        if dropped_before is not None and dropped_after is not None:
+            loads["streams_dropped_by_server"] = int(dropped_after - dropped_before)
+        return self.step(n, loads, used, wall, hists, machine)
 
     def step(
         self,
@@ -291,7 +296,9 @@ class Bench:
             "load_generator": {"start_lag_ms": loads["start_lag_ms"],
                                "requests_started": loads["started"]},
             "streams": {"players": loads["streams"], "open_at_end": loads["streams_open_at_end"],
-                        "events_received": loads["stream_events"]},
+                        "events_received": loads["stream_events"],
+                        # by the web tier, for falling behind (None: several web workers)
+                        "dropped_by_server": loads.get("streams_dropped_by_server")},
         }  # fmt: skip
         held = verdicts(step)
         step["slo_held"] = held

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import math
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -185,7 +186,15 @@ class Processes:
 
     def __init__(self, env: dict[str, str], web_workers: int, task_servers: int) -> None:
         self.bin = Path(sys.executable).parent
-        self.env = {**os.environ, **env, "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}"}
+        # the web tier's /metrics answers this token: the bench's trusted proxy (its logins'
+        # X-Forwarded-For) makes its own requests look forwarded, not local
+        self.metrics_token = secrets.token_urlsafe(16)
+        self.env = {
+            **os.environ,
+            **env,
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "WEB_METRICS_TOKEN": self.metrics_token,
+        }
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.web_workers = web_workers
@@ -229,6 +238,21 @@ class Processes:
     def metrics_urls(self) -> list[str]:
         return [f"http://127.0.0.1:{p}/metrics" for p in self.metrics_ports]
 
+    def streams_dropped(self) -> float | None:
+        """Event streams the web tier dropped for falling behind, since it started
+        (``webfront_push_dropped``); None with several web workers, whose registries are
+        their own (a scrape reaches whichever worker the kernel picks), or when an
+        overloaded web tier does not answer in time (its figure is missing, not the step)."""
+        if self.web_workers > 1:
+            return None
+        auth = {"Authorization": f"Bearer {self.metrics_token}"}
+        try:
+            scraped = scrape_histograms([f"{self.url}/metrics"], (PUSH_DROPPED,), auth)
+        except OSError:  # refused, reset or timed out
+            return None
+        counter = scraped[PUSH_DROPPED]
+        return counter[-1][1] if counter else 0.0
+
     def web_pids(self) -> list[int]:
         """The serving web processes (the supervisor of ``--workers`` only waits)."""
         if self.web is None:
@@ -268,12 +292,18 @@ def _answers(url: str) -> bool:
         return False
 
 
-def scrape_histograms(urls: list[str], names: tuple[str, ...]) -> dict[str, list[list[float]]]:
-    """Each histogram's cumulative ``[le, count]`` buckets, summed over the task servers (a
-    counter's total, over all its labels, as one ``[inf, total]`` bucket)."""
+PUSH_DROPPED = "webfront_push_dropped"
+
+
+def scrape_histograms(
+    urls: list[str], names: tuple[str, ...], headers: dict[str, str] | None = None
+) -> dict[str, list[list[float]]]:
+    """Each histogram's cumulative ``[le, count]`` buckets, summed over the servers at
+    ``urls`` (a counter's total, over all its labels, as one ``[inf, total]`` bucket)."""
     sums: dict[str, dict[float, float]] = {name: {} for name in names}
     for url in urls:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=5) as response:
             body = response.read().decode()
         for family in text_string_to_metric_families(body):
             if family.name not in sums:

@@ -19,7 +19,9 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bench.world.stack import Processes
 from common.clock import ManualClock
+from common.embedded_redis import free_port
 from common.settings import Settings
 from tests.web.conftest import FAST_CONFIG, PASSWORD, Player
 from tests.web.helpers import set_wood
@@ -230,6 +232,21 @@ async def test_a_client_that_stops_reading_is_dropped_and_the_others_go_on(
     assert "\nwebfront_push_dropped_total 1.0\n" in metrics
     a.close()
     b.close()
+
+
+async def test_the_world_bench_reads_the_drops_from_the_metrics(start: StartFn) -> None:
+    web = Processes({}, web_workers=1, task_servers=0)
+    # as the bench runs it: behind a trusted proxy on 127.0.0.1, so only the token reads
+    client = await start(trusted_proxies="127.0.0.1", web_metrics_token=web.metrics_token)
+    assert (await client.get("/metrics")).status == 404
+    web.url = f"http://127.0.0.1:{client.server.port}"
+    assert await asyncio.to_thread(web.streams_dropped) == 0
+    hub(client).dropped = 3  # as three slow clients would
+    assert await asyncio.to_thread(web.streams_dropped) == 3
+    web.web_workers = 2  # a scrape reaches one worker of several: no figure
+    assert web.streams_dropped() is None
+    web.web_workers, web.url = 1, f"http://127.0.0.1:{free_port()}"  # nobody answers
+    assert await asyncio.to_thread(web.streams_dropped) is None
 
 
 async def test_an_idle_stream_gets_heartbeats(start: StartFn) -> None:
