@@ -297,7 +297,8 @@ class Bench:
                                "requests_started": loads["started"]},
             "streams": {"players": loads["streams"], "open_at_end": loads["streams_open_at_end"],
                         "events_received": loads["stream_events"],
-                        # by the web tier, for falling behind (None: several web workers)
+                        # by the web tier, for falling behind (None: not known, see
+                        # Processes.streams_dropped)
                         "dropped_by_server": loads.get("streams_dropped_by_server")},
         }  # fmt: skip
         held = verdicts(step)
