@@ -30,6 +30,8 @@ from common.embedded_redis import free_port, port_open
 from common.settings import env_variables
 from tests.conftest import TEST_REDIS_URL
 from tests.gameserver.metric_names import sample_names
+from tests.sockets import backlog_cap, listen_backlogs
+from webfront.main import LISTEN_BACKLOG
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -416,7 +418,9 @@ def _local_proxy_config(tmp_path: Path, listen: int, backend: int) -> Path:
     listening port, the web replicas, the static files' mount and writable temp paths."""
     text = (DEPLOY / "nginx/nginx.conf").read_text()
     replacements = {
-        "listen 80;": f"listen 127.0.0.1:{listen};",
+        # the proxy queues as many connects as the web tier behind it
+        f"listen 80 backlog={LISTEN_BACKLOG};": f"listen 127.0.0.1:{listen} "
+        f"backlog={LISTEN_BACKLOG};",
         "http://webfront:8080": f"http://127.0.0.1:{backend}",
         "http://grafana:3000": f"http://127.0.0.1:{backend}",
         "alias /srv/webgame/static/;": f"alias {ROOT / 'refgame/static'}/;",
@@ -486,6 +490,7 @@ def test_proxy_serves_static_files_and_forwards_the_client_address(
             assert time.monotonic() < deadline, "nginx did not open its port"
             time.sleep(0.05)
         base = f"http://127.0.0.1:{port}"
+        assert listen_backlogs(port) == [min(LISTEN_BACKLOG, backlog_cap())]
 
         # static files come from the proxy itself, with the browser hardening headers
         status, headers, body = _get(f"{base}/static/app.js")

@@ -15,6 +15,7 @@ import pytest
 
 from common.embedded_redis import free_port
 from tests.conftest import TEST_REDIS_URL
+from tests.sockets import backlog_cap, listen_backlogs
 from webfront.main import LISTEN_BACKLOG
 
 BIN = Path(sys.executable).parent
@@ -53,18 +54,6 @@ def _wait_for(parent: subprocess.Popen[bytes], port: int, workers: int) -> list[
     raise AssertionError(f"{workers} workers did not start listening on {port}")
 
 
-def _backlogs(port: int) -> list[int]:
-    """The listening sockets' accept backlogs on ``port`` (``ss`` shows it as Send-Q)."""
-    out = subprocess.run(
-        ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True
-    ).stdout
-    return [int(line.split()[2]) for line in out.splitlines()]
-
-
-def _somaxconn() -> int:
-    return int(Path("/proc/sys/net/core/somaxconn").read_text())
-
-
 @pytest.mark.slow
 def test_workers_share_the_port_and_stop_together(sqlite_url: str) -> None:
     port = free_port()
@@ -73,7 +62,7 @@ def test_workers_share_the_port_and_stop_together(sqlite_url: str) -> None:
         workers = _wait_for(parent, port, 2)
         assert len({w.pid for w in workers}) == 2
         # each listens with the backlog a burst of connects needs, not aiohttp's 128
-        assert _backlogs(port) == [min(LISTEN_BACKLOG, _somaxconn())] * 2
+        assert listen_backlogs(port) == [min(LISTEN_BACKLOG, backlog_cap())] * 2
         for _ in range(20):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/time", timeout=10) as resp:
                 assert resp.status == 200
