@@ -34,7 +34,6 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[Answer] | None = None
         self.etag: str | None = None
         self.body: list[bytes] = []
-        self.lost = False
 
     def send(self, request: bytes) -> asyncio.Future[Answer]:
         assert self.transport is not None and self.waiter is None
@@ -47,6 +46,7 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
 
     def closing(self) -> bool:
+        """Closed or closing, by either end (also once the connection is lost)."""
         return self.transport is None or self.transport.is_closing()
 
     # ---- asyncio.Protocol
@@ -62,7 +62,6 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
         self.pool.forget(self)
         self._fail(ConnectionError("the server closed the connection"))
 
@@ -128,7 +127,7 @@ class Client:
         while True:
             while self.idle:
                 connection = self.idle.pop()
-                if not connection.lost and not connection.closing():
+                if not connection.closing():
                     return connection
             if self.opened < self.limit:
                 return await self._open()
