@@ -37,6 +37,7 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from common.amounts import to_fixed
@@ -94,6 +95,17 @@ async def held_villages(conn: AsyncConnection, now_ms: int) -> list[int] | None:
 
 
 @dataclass(frozen=True, slots=True)
+class RateChange:
+    """One place's production change at a time: ``Stocks.add_rates``' arguments, for
+    ``Stocks.add_rates_many``."""
+
+    village_id: int
+    at_ms: int
+    deltas: Mapping[str, int]
+    caps: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ShardTick:
     """What one shard's tick did: ``rows`` settled at ``horizon_ms`` (``now_ms`` unless the
     earliest pending event, ``head``, was due earlier)."""
@@ -146,6 +158,7 @@ class Stocks:
         self._deposits: dict[str, Update] = {}
         self._rate_setters: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
         self._rate_adders: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Update] = {}
+        self._many_rate_adder: Update | None = None
         self._read = select(self.table).where(
             self.c.village_id == bindparam("read_village", type_=BigInteger)
         )
@@ -440,13 +453,94 @@ class Stocks:
         if not found:
             raise KeyError(f"village {village_id} has no stock row")
         row = dict(zip(self._read_names, found[0], strict=True))
+        self._check_declines(deltas, row)
+        return row
+
+    async def add_rates_many(
+        self, db: AsyncSession | AsyncConnection, changes: Sequence[RateChange]
+    ) -> list[dict[str, Any]]:
+        """``add_rates`` for many places, each change at its own time, in ``changes``' order:
+        the rows as each change left them (``read``'s shape), in that order. A batch of
+        events that change production (buildings finished, units trained) changes it in
+        one statement on PostgreSQL instead of one per event; a place changed more than
+        once is changed in as many statements, in order, since one UPDATE changes a row
+        once. Elsewhere (SQLite, where a statement is no round trip) one ``add_rates`` per
+        change.
+
+        Raises as ``add_rates`` does, for the first change that would."""
+        if driver.dialect_name(db) != "postgresql":
+            return [
+                await self.add_rates(db, ch.village_id, ch.deltas, ch.at_ms, ch.caps)
+                for ch in changes
+            ]
+        for ch in changes:
+            self._known(ch.deltas)
+            self._known_caps(ch.caps)
+        rounds: list[list[int]] = []  # indexes into changes, each place once a round
+        seen: dict[int, int] = {}  # place -> how many rounds hold it so far
+        for i, ch in enumerate(changes):
+            n = seen.get(ch.village_id, 0)
+            seen[ch.village_id] = n + 1
+            if n == len(rounds):
+                rounds.append([])
+            rounds[n].append(i)
+        out: list[dict[str, Any]] = [{} for _ in changes]
+        for indexes in rounds:
+            batch = [changes[i] for i in indexes]
+            params: dict[str, Any] = {
+                "many_village": [ch.village_id for ch in batch],
+                "many_at_ms": [ch.at_ms for ch in batch],
+            }
+            for res in self.names:
+                params[f"many_add_{res}"] = [ch.deltas.get(res, 0) for ch in batch]
+            for cap in self.caps:
+                params[f"many_{cap}_cap"] = [
+                    to_fixed(ch.caps[cap]) if ch.caps and cap in ch.caps else None for ch in batch
+                ]
+            found = await driver.rows(db, self._prepared_many_rates(), params)
+            by_place = {row[0]: row for row in found}  # village_id is the first column
+            for i, ch in zip(indexes, batch, strict=True):
+                if ch.village_id not in by_place:
+                    raise KeyError(f"village {ch.village_id} has no stock row")
+                row = dict(zip(self._read_names, by_place[ch.village_id], strict=True))
+                self._check_declines(ch.deltas, row)
+                out[i] = row
+        return out
+
+    def _prepared_many_rates(self) -> Update:
+        """``add_rates_many``'s UPDATE ... FROM the changes as arrays (every resource's
+        delta; every cap, NULL to keep it), built once (PostgreSQL's)."""
+        if self._many_rate_adder is None:
+            c = self.c
+            names = ["many_village", "many_at_ms"]
+            names += [f"many_add_{res}" for res in self.names]
+            names += [f"many_{cap}_cap" for cap in self.caps]
+            changes = select(
+                *(func.unnest(bindparam(n, type_=ARRAY(BigInteger))).label(n) for n in names)
+            ).subquery("changes")
+            now = changes.c.many_at_ms
+            values: dict[str, Any] = dict(self.settled_values(now, "postgresql"))
+            for res in self.names:
+                rate = c[f"{res}_rate"]
+                values[rate.key] = rate + changes.c[f"many_add_{res}"]
+            for cap in self.caps:
+                values[f"{cap}_cap"] = func.coalesce(changes.c[f"many_{cap}_cap"], c[f"{cap}_cap"])
+            self._many_rate_adder = (
+                update(self.table)
+                .where(c.village_id == changes.c.many_village)
+                .values(**values, updated_ms=func.greatest(c.updated_ms, now))
+                .returning(*self.table.c)
+                .execution_options(synchronize_session=False)
+            )
+        return self._many_rate_adder
+
+    def _check_declines(self, deltas: Mapping[str, int], row: Mapping[str, Any]) -> None:
         declined = [r for r in deltas if row[f"{r}_rate"] < 0 and r not in self.declining]
         if declined:
             raise ValueError(
                 f"{declined} may not decline (rates {[row[f'{r}_rate'] for r in declined]}); "
                 "declare may_decline=True"
             )
-        return row
 
     def _prepared_add_rates(
         self, dialect: str, deltas: tuple[str, ...], caps: tuple[str, ...]

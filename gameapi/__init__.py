@@ -27,7 +27,7 @@ from gameapi.places import (
     own_place,
 )
 from gameapi.routes import CommandRoute, QueryRoute
-from gameapi.stocks import Stocks, stocks_for, stocks_of
+from gameapi.stocks import RateChange, Stocks, stocks_for, stocks_of
 from gameserver.jobs import JobContext
 from webfront.validation import Id, Out, Query, StrictBody
 
@@ -53,6 +53,7 @@ __all__ = [
     "PlaceTemplate",
     "Query",
     "QueryRoute",
+    "RateChange",
     "Resource",
     "RetryPolicy",
     "Rows",

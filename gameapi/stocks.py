@@ -6,10 +6,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from db.stock import Stocks
+from db.stock import RateChange, Stocks
 from gameapi.game import Game, Resource
 
-__all__ = ["Stocks", "stocks_for", "stocks_of"]
+__all__ = ["RateChange", "Stocks", "stocks_for", "stocks_of"]
 
 
 @functools.cache

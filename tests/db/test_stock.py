@@ -9,7 +9,9 @@ import pytest
 from sqlalchemy import BigInteger, bindparam, delete, insert, select, union_all
 
 from common.amounts import SCALE, accrue
+from db import driver
 from db.models import Village
+from db.stock import RateChange
 from refgame.resources import STOCKS as stock
 
 T0 = 1_700_000_000_000
@@ -144,6 +146,54 @@ async def test_add_rates_settles_then_adds_and_gives_the_row_back(engine) -> Non
             await stock.add_rates(conn, 1, {"iron": -10}, T0 + hour)
     async with engine.connect() as conn:
         assert (await stock.read(conn, 1))["iron_rate"] == RATES["iron"] + 1  # rolled back
+
+
+async def test_add_rates_many_gives_what_one_add_rates_after_another_gives(
+    engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many changes, each at its own time, a village changed three times among them: the
+    rows are those of the changes made one by one, in order; on PostgreSQL in one statement
+    per time a village recurs, not one per change."""
+    await _make_villages(engine, 3, start=10)
+    hour = 3_600_000
+    changes = [
+        RateChange(1, T0 + hour, {"wood": 5}),
+        RateChange(2, T0 + hour, {"crop": -40}, {"granary": 3_000}),
+        RateChange(1, T0 + 2 * hour, {"wood": 7, "clay": -1}, {"warehouse": 2_000}),
+        RateChange(3, T0 + hour // 2, {}),
+        RateChange(1, T0 + hour // 2, {"iron": 2}),  # earlier than the row: only the rate
+    ]
+
+    class Undo(Exception):
+        pass
+
+    one_by_one = []
+    with pytest.raises(Undo):
+        async with engine.begin() as conn:
+            for ch in changes:
+                row = await stock.add_rates(conn, ch.village_id, ch.deltas, ch.at_ms, ch.caps)
+                one_by_one.append(row)
+            raise Undo
+    statements = 0
+    counted = driver.rows
+
+    async def counting(*args, **kwargs):
+        nonlocal statements
+        statements += 1
+        return await counted(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "rows", counting)
+    async with engine.begin() as conn:
+        assert await stock.add_rates_many(conn, changes) == one_by_one
+        assert statements == (3 if conn.dialect.name == "postgresql" else len(changes))
+        assert await stock.add_rates_many(conn, []) == []
+        with pytest.raises(KeyError, match="village 4 has no stock row"):
+            await stock.add_rates_many(conn, [RateChange(1, T0, {}), RateChange(4, T0, {})])
+        with pytest.raises(KeyError, match="unknown resource"):
+            await stock.add_rates_many(conn, [RateChange(1, T0, {"gold": 1})])
+    with pytest.raises(ValueError, match="may not decline"):
+        async with engine.begin() as conn:
+            await stock.add_rates_many(conn, [RateChange(2, T0, {"iron": -1_000})])
 
 
 async def test_concurrent_spends_never_spend_twice(engine, settings) -> None:
