@@ -25,7 +25,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, ColumnElement, Table, bindparam, delete, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Table,
+    Text,
+    any_,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from common.amounts import to_fixed
@@ -36,6 +48,7 @@ from common.settings import Settings
 from db import driver
 from db.driver import rows
 from db.models import Village
+from db.stock import RateChange
 from gameapi import JobContext
 from gameserver.retention import prune_rows
 from refgame import rankings, state
@@ -55,7 +68,7 @@ from refgame.economy import (
     starvation_time_ms,
     starve,
     stock_at,
-    village_caps,
+    storage_capacity,
     visible_stock,
 )
 from refgame.models import Building, BuildOrder, March, Report, TrainingOrder
@@ -88,8 +101,9 @@ def _owner(village_id: Any) -> ColumnElement[Any]:
 
 
 # An order ends with its event: its row is taken (deleted, read back with its village's
-# owner, whose snapshot it changes) in one statement, and the statements are built once
-# (``db.driver``), as these handlers run for most events.
+# owner, whose snapshot it changes), and the statements are built once (``db.driver``),
+# as these handlers run for most events. These take one order and set one level (SQLite);
+# PostgreSQL's below take a batch's.
 _ORDER = bindparam("order_id", type_=BigInteger)
 _B = cast(Table, Building.__table__)
 _TAKE_BUILD = (
@@ -105,63 +119,131 @@ _BUILDING = (_B.c.village_id == bindparam("b_village", type_=BigInteger)) & (
 )
 _LEVEL = select(_B.c.level).where(_BUILDING)
 _SET_LEVEL = update(_B).where(_BUILDING).values(level=bindparam("new_level"))
-# PostgreSQL sets the level and gives the old one back in one statement (a self-join);
-# SQLite's RETURNING cannot name the joined row, and its round trips cost little
+
+# A batch of orders ends in a few statements whatever its size: ids and values travel as
+# arrays, and the levels are set with the old ones given back by one UPDATE (a self-join)
+_ORDERS = bindparam("order_ids", type_=ARRAY(BigInteger))
+_TAKE_BUILDS = (
+    delete(BuildOrder).where(BuildOrder.id == any_(_ORDERS))
+    .returning(BuildOrder.id, BuildOrder.kind, BuildOrder.target_level,
+               _owner(BuildOrder.village_id))
+)  # fmt: skip
+_TAKE_TRAININGS = (
+    delete(TrainingOrder).where(TrainingOrder.id == any_(_ORDERS))
+    .returning(TrainingOrder.id, TrainingOrder.unit, TrainingOrder.count,
+               _owner(TrainingOrder.village_id))
+)  # fmt: skip
+_TARGETS = select(
+    func.unnest(bindparam("swap_villages", type_=ARRAY(BigInteger))).label("village_id"),
+    func.unnest(bindparam("swap_kinds", type_=ARRAY(Text))).label("kind"),  # text[]: no lookup
+    func.unnest(bindparam("swap_levels", type_=ARRAY(BigInteger))).label("level"),
+).subquery("targets")
 _OLD = _B.alias("old")
-_SWAP_LEVEL = (
+_SWAP_LEVELS = (
     update(_B)
-    .where(_BUILDING, _OLD.c.village_id == _B.c.village_id, _OLD.c.kind == _B.c.kind)
-    .values(level=bindparam("new_level"))
-    .returning(_OLD.c.level)
-)
+    .where(
+        _B.c.village_id == _TARGETS.c.village_id, _B.c.kind == _TARGETS.c.kind,
+        _OLD.c.village_id == _B.c.village_id, _OLD.c.kind == _B.c.kind,
+    )
+    .values(level=_TARGETS.c.level)
+    .returning(_B.c.village_id, _B.c.kind, _OLD.c.level)
+)  # fmt: skip
 
 
-async def _swap_level(session: AsyncSession, params: dict[str, Any]) -> int:
-    """Set a building's level; the level it had (0 for none)."""
+async def _take_orders(
+    session: AsyncSession, many: Any, one: Any, events: Sequence[Event]
+) -> list[tuple[Event, Sequence[Any]]]:
+    """The events whose order was still there, each with its order's row (without the id),
+    in run order; the orders deleted. An order gone is a village deleted with its orders."""
+    ids = [int(event.payload["order_id"]) for event in events]
     if driver.dialect_name(session) == "postgresql":
-        old = await rows(session, _SWAP_LEVEL, params)
+        found = await rows(session, many, {"order_ids": ids})
     else:
-        old = await rows(session, _LEVEL, params)
-        await rows(session, _SET_LEVEL, params)
-    return (old[0][0] if old else 0) or 0
+        found = [
+            (order_id, *row)
+            for order_id in ids
+            for row in await rows(session, one, {"order_id": order_id})
+        ]
+    by_id = {row[0]: row[1:] for row in found}
+    done = []
+    for event, order_id in zip(events, ids, strict=True):
+        row = by_id.pop(order_id, None)  # an order ends once, with the first of its events
+        if row is not None:
+            done.append((event, row))
+    return done
 
 
-async def build_done(
-    tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
-) -> None:
-    taken = await rows(tx.session, _TAKE_BUILD, {"order_id": int(payload["order_id"])})
-    if not taken:  # the village was deleted with its orders
-        return
-    kind, target_level, owner = taken[0]
-    old_level = await _swap_level(
-        tx.session, {"b_village": village_id, "b_kind": kind, "new_level": target_level}
-    )
-    deltas: dict[str, int] = {}
-    caps = None
-    if kind in RESOURCE_OF_FIELD:
-        gain = field_production(target_level, tx.world_speed) - field_production(
-            old_level, tx.world_speed
+async def _swap_levels(
+    session: AsyncSession, levels: Mapping[tuple[int, str], int]
+) -> dict[tuple[int, str], int]:
+    """Set each (village, building kind) to its level; the levels they had (0 for none)."""
+    if driver.dialect_name(session) == "postgresql":
+        keys = list(levels)
+        found = await rows(
+            session,
+            _SWAP_LEVELS,
+            {
+                "swap_villages": [village for village, _ in keys],
+                "swap_kinds": [kind for _, kind in keys],
+                "swap_levels": [levels[key] for key in keys],
+            },
         )
-        deltas[RESOURCE_OF_FIELD[kind]] = gain
-    if kind in ("warehouse", "granary"):
-        caps = village_caps(await state.buildings_of(tx.session, village_id))
-    if deltas or caps:
-        await state.change_rates(tx.session, village_id, due_ms, tx, deltas, caps)
-    tx.touch_players([owner])
+        return {(village, kind): level or 0 for village, kind, level in found}
+    # SQLite's RETURNING cannot name the joined row: a read, then the write
+    old = {}
+    for (village, kind), level in levels.items():
+        params = {"b_village": village, "b_kind": kind, "new_level": level}
+        found = await rows(session, _LEVEL, params)
+        await rows(session, _SET_LEVEL, params)
+        old[village, kind] = (found[0][0] if found else 0) or 0
+    return old
 
 
-async def train_done(
-    tx: state.GameTx, village_id: int, due_ms: int, payload: Mapping[str, Any]
-) -> None:
-    taken = await rows(tx.session, _TAKE_TRAINING, {"order_id": int(payload["order_id"])})
-    if not taken:
-        return
-    unit, count, owner = taken[0]
-    await state.add_troops(tx.session, village_id, village_id, {unit: count})
-    await state.change_rates(
-        tx.session, village_id, due_ms, tx, {"crop": -total_upkeep({unit: count})}
+async def build_done(tx: Tx, events: list[Event]) -> None:
+    """Buildings reach their levels, in run order: a field's production or a storage cap
+    changes at the event's time. A building finished twice in one batch is set once to its
+    last level; each event still changes production by its own step, at its own time."""
+    done = await _take_orders(tx.session, _TAKE_BUILDS, _TAKE_BUILD, events)
+    finals = {(event.village_id, kind): target for event, (kind, target, _) in done}
+    level = await _swap_levels(tx.session, finals)  # then each event's, as it applies
+    changes = []
+    for event, (kind, target, _) in done:
+        before = level.get((event.village_id, kind), 0)
+        level[event.village_id, kind] = target
+        deltas = {}
+        if kind in RESOURCE_OF_FIELD:
+            deltas[RESOURCE_OF_FIELD[kind]] = field_production(
+                target, tx.world_speed
+            ) - field_production(before, tx.world_speed)
+        # a storage building is named as the cap it sets (``refgame.resources``)
+        caps = {kind: storage_capacity(target)} if kind in STOCKS.caps else None
+        if deltas or caps:
+            changes.append(RateChange(event.village_id, event.due_ms, deltas, caps))
+    await state.change_rates_many(tx.session, changes, tx)
+    tx.touch_players(sorted({owner for _, (_, _, owner) in done}))
+
+
+async def train_done(tx: Tx, events: list[Event]) -> None:
+    """Units join their villages, in run order; each village's upkeep rises at the event's
+    time."""
+    done = await _take_orders(tx.session, _TAKE_TRAININGS, _TAKE_TRAINING, events)
+    joined: dict[tuple[int, str], int] = {}  # one row per key: an upsert changes a row once
+    for event, (unit, count, _) in done:
+        joined[event.village_id, unit] = joined.get((event.village_id, unit), 0) + count
+    await state.add_troop_counts(
+        tx.session,
+        [
+            {"village_id": village, "home_village_id": village, "unit": unit, "count": n}
+            for (village, unit), n in sorted(joined.items())
+            if n > 0
+        ],
     )
-    tx.touch_players([owner])
+    changes = [
+        RateChange(event.village_id, event.due_ms, {"crop": -total_upkeep({unit: count})})
+        for event, (unit, count, _) in done
+    ]
+    await state.change_rates_many(tx.session, changes, tx)
+    tx.touch_players(sorted({owner for _, (_, _, owner) in done}))
 
 
 async def troops_lost(
@@ -462,14 +544,24 @@ COMPENSATIONS: dict[str, Compensate] = {
 }
 
 Apply = Callable[[state.GameTx, int, int, Mapping[str, Any]], Awaitable[None]]
-MAX_BATCH = 100  # events per handler call
-MAX_MARCH_BATCH = 500  # march arrivals per call (one BatchState)
+MAX_BATCH = 100  # events per call of a handler that runs them one by one
+MAX_SET_BATCH = 500  # events per call of a set-based handler (one BatchState for marches)
+# the rare kinds, run one by one inside a call (~6 statements each)
 HANDLERS: dict[str, Apply] = {
-    BUILD_DONE: build_done,
-    TRAIN_DONE: train_done,
-    MARCH: march,
     TROOPS_LOST: troops_lost,
     STARVATION: starvation,
+}
+
+
+async def _marches(tx: Tx, events: list[Event]) -> None:
+    await march_batch(tx, [(e.village_id, e.due_ms, e.payload) for e in events])
+
+
+# most of a world's events: a few statements per call, whatever its size
+SET_HANDLERS: dict[str, Handler] = {
+    BUILD_DONE: build_done,
+    TRAIN_DONE: train_done,
+    MARCH: _marches,
 }
 
 
@@ -481,17 +573,15 @@ def _batch_handler(apply: Apply) -> Handler:
     return handle
 
 
+def _compensation_of(kind: str) -> Handler | None:
+    drop = COMPENSATIONS.get(kind)
+    return None if drop is None else _compensation(drop)
+
+
 def _compensation(compensate: Compensate) -> Handler:
     async def handle(tx: Tx, events: list[Event]) -> None:
         for event in events:
             await compensate(tx, event.village_id, event.due_ms, event.payload, event.id)
-
-    return handle
-
-
-def _march_handler() -> Handler:
-    async def handle(tx: Tx, events: list[Event]) -> None:
-        await march_batch(tx, [(e.village_id, e.due_ms, e.payload) for e in events])
 
     return handle
 
@@ -520,14 +610,11 @@ def register(registry: HandlerRegistry, settings: Settings | None = None) -> Non
     registry.add_job(rankings.RANKINGS_JOB, rankings.rankings_job, rankings.RANKINGS_EVERY_S)
     # the news of a battle reaches a neighbour's village no sooner than this
     registry.set_lookahead(shortest_follow_up_ms(world_speed))
+    for kind, handler in SET_HANDLERS.items():
+        registry.register(kind, handler, max_batch=MAX_SET_BATCH, compensate=_compensation_of(kind))
     for kind, apply in HANDLERS.items():
-        drop = COMPENSATIONS.get(kind)
-        compensate = None if drop is None else _compensation(drop)
-        if kind == MARCH:  # set-based: a few statements per call
-            handler = _march_handler()
-            registry.register(kind, handler, max_batch=MAX_MARCH_BATCH, compensate=compensate)
-        else:
-            # these run one by one inside a call (~6 statements each): keep a call well
-            # inside the handler timeout, or a big batch would time out and be re-run
-            handler = _batch_handler(apply)
-            registry.register(kind, handler, max_batch=MAX_BATCH, compensate=compensate)
+        # run one by one inside a call: keep a call well inside the handler timeout, or a
+        # big batch would time out and be re-run
+        registry.register(
+            kind, _batch_handler(apply), max_batch=MAX_BATCH, compensate=_compensation_of(kind)
+        )

@@ -7,8 +7,8 @@ that changes production first settles the stock at the change's own time
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sqlalchemy import (
@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from common.ids import IdGenerator
 from db import driver
 from db.models import Village
+from db.stock import RateChange
 from refgame.economy import starvation_time_ms
 from refgame.models import Building, Report, Troop
 from refgame.resources import RESOURCES, STOCKS
@@ -173,13 +174,35 @@ async def change_rates(
         at_ms,
         caps={"warehouse": caps[0], "granary": caps[1]} if caps else None,
     )
-    new_rates = {r: row[f"{r}_rate"] for r in RESOURCES}
-    if deltas.get("crop", 0) < 0 and new_rates["crop"] < 0:
-        # the row comes back settled at at_ms (at its own time if settled later already)
-        due = starvation_time_ms(row["crop"], new_rates["crop"], at_ms)
+    _watch_starvation(events, village_id, at_ms, deltas, row)
+    return {r: row[f"{r}_rate"] for r in RESOURCES}
+
+
+async def change_rates_many(
+    session: AsyncSession, changes: Sequence[RateChange], events: Scheduler
+) -> None:
+    """``change_rates`` for many villages, each change at its own time, in ``changes``'
+    order: one statement on PostgreSQL for a batch of events (``Stocks.add_rates_many``)."""
+    changes = [replace(ch, deltas={r: d for r, d in ch.deltas.items() if d}) for ch in changes]
+    rows = await STOCKS.add_rates_many(session, changes)
+    for ch, row in zip(changes, rows, strict=True):
+        _watch_starvation(events, ch.village_id, ch.at_ms, ch.deltas, row)
+
+
+def _watch_starvation(
+    events: Scheduler,
+    village_id: int,
+    at_ms: int,
+    deltas: Mapping[str, int],
+    row: Mapping[str, int],
+) -> None:
+    """When a change turned net crop negative, check for starvation the exact ms the granary
+    runs dry (``row``: the stock as the change left it, settled at ``at_ms``, or at its own
+    time if settled later already)."""
+    if deltas.get("crop", 0) < 0 and row["crop_rate"] < 0:
+        due = starvation_time_ms(row["crop"], row["crop_rate"], at_ms)
         if due is not None:
             events.schedule(STARVATION, village_id, due, {})
-    return new_rates
 
 
 async def stock_row(session: AsyncSession, village_id: int) -> dict[str, int]:

@@ -27,7 +27,7 @@ from db.engine import (
 from db.models import ScheduledEvent, Village
 from db.worldgen import generate_world
 from refgame.commands import build, send_march
-from refgame.handlers import HANDLERS
+from refgame.handlers import HANDLERS, march
 from refgame.resources import STOCKS
 from refgame.world import village_template
 from tests.conftest import TEST_REDIS_URL
@@ -118,7 +118,7 @@ async def test_news_committed_after_its_due_time_still_changes_production_at_tha
                 )
             ).scalar_one()  # fmt: skip
             tx = DriverTx(battle, arrive, 1.0, ids)
-            await HANDLERS["march"](tx, target, arrive, msgpack.unpackb(row))
+            await march(tx, target, arrive, msgpack.unpackb(row))
             [news] = [e for e in tx.pending if e["kind"] == "troops_lost"]
             await tx.flush()
             # the battle's transaction is held up past the news' due time (a paused task
