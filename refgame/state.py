@@ -16,13 +16,16 @@ from sqlalchemy import (
     Insert,
     Integer,
     String,
+    Text,
     and_,
     bindparam,
     delete,
+    func,
     insert,
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -214,12 +217,9 @@ def _upsert(session: AsyncSession) -> Any:
     return pg_insert if driver.dialect_name(session) == "postgresql" else sqlite_insert
 
 
-def _adding_troops(session: AsyncSession, values: list[dict[str, Any]] | None) -> Insert:
-    """An upsert adding counts to the troops at their keys: of ``values``, or of the
-    parameters it runs with (None)."""
+def _adding_troops(session: AsyncSession) -> Insert:
+    """An upsert adding the count it runs with to the troops at its key."""
     stmt = _upsert(session)(Troop)
-    if values is not None:
-        stmt = stmt.values(values)
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=["village_id", "home_village_id", "unit"],
         set_={"count": Troop.count + stmt.excluded.count},
@@ -239,16 +239,42 @@ async def add_troops(
     )
 
 
+_TROOP_KEY_COUNT = ("village_id", "home_village_id", "unit", "count")
+
+
+def _adding_many_troops() -> Insert:
+    """PostgreSQL's upsert of many rows given as arrays (a statement built once, whatever
+    the number of rows)."""
+    kinds = (BigInteger, BigInteger, Text, BigInteger)  # text[]: a type asyncpg knows
+    given = select(
+        *(
+            func.unnest(bindparam(f"many_{name}", type_=ARRAY(kind))).label(name)
+            for name, kind in zip(_TROOP_KEY_COUNT, kinds, strict=True)
+        )
+    )
+    stmt = pg_insert(Troop).from_select(list(_TROOP_KEY_COUNT), given)
+    return stmt.on_conflict_do_update(
+        index_elements=["village_id", "home_village_id", "unit"],
+        set_={"count": Troop.count + stmt.excluded.count},
+    )
+
+
+_ADD_MANY_TROOPS = _adding_many_troops()
+
+
 async def add_troop_counts(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
-    """Add each row's ``count`` (may be negative) to the troops at its key, in one statement."""
-    if len(rows) > 1:
-        await session.execute(_adding_troops(session, rows))
-    elif rows:  # the usual case (a training ends): one row, a statement built once
-        dialect = driver.dialect_name(session)
-        stmt = _ADD_TROOPS.get(dialect)
-        if stmt is None:
-            stmt = _ADD_TROOPS[dialect] = _adding_troops(session, None)
-        await driver.rows(session, stmt, rows[0])
+    """Add each row's ``count`` (may be negative) to the troops at its key (each key once):
+    one statement on PostgreSQL, one per row on SQLite (no round trips), each built once."""
+    dialect = driver.dialect_name(session)
+    if len(rows) > 1 and dialect == "postgresql":
+        arrays = {f"many_{name}": [row[name] for row in rows] for name in _TROOP_KEY_COUNT}
+        await driver.rows(session, _ADD_MANY_TROOPS, arrays)
+        return
+    stmt = _ADD_TROOPS.get(dialect)
+    if stmt is None:
+        stmt = _ADD_TROOPS[dialect] = _adding_troops(session)
+    for row in rows:
+        await driver.rows(session, stmt, row)
 
 
 async def take_troops(
