@@ -6,7 +6,8 @@ wait on the task server's loop and work for PostgreSQL. Counted on every engine 
 process: SQLAlchemy's statements (``before_cursor_execute``) and what asyncpg sends by
 itself (BEGIN, COMMIT, and the statements run on ``db.driver``), from its query logger.
 Before the handlers took the owner with the order and changed rates without reading the
-stock first, a build's batch made 10, a training's 9.
+stock first, a build's batch made 10, a training's 9; before they were set-based, a batch
+of n builds or trainings made 4 + 3n, where now it makes 7 whatever n.
 """
 
 from __future__ import annotations
