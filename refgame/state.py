@@ -219,7 +219,11 @@ def _upsert(session: AsyncSession) -> Any:
 
 def _adding_troops(session: AsyncSession) -> Insert:
     """An upsert adding the count it runs with to the troops at its key."""
-    stmt = _upsert(session)(Troop)
+    return _adding(_upsert(session)(Troop))
+
+
+def _adding(stmt: Any) -> Insert:
+    """``stmt`` (an insert of troop rows) adding each row's count to the troops at its key."""
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=["village_id", "home_village_id", "unit"],
         set_={"count": Troop.count + stmt.excluded.count},
@@ -252,11 +256,7 @@ def _adding_many_troops() -> Insert:
             for name, kind in zip(_TROOP_KEY_COUNT, kinds, strict=True)
         )
     )
-    stmt = pg_insert(Troop).from_select(list(_TROOP_KEY_COUNT), given)
-    return stmt.on_conflict_do_update(
-        index_elements=["village_id", "home_village_id", "unit"],
-        set_={"count": Troop.count + stmt.excluded.count},
-    )
+    return _adding(pg_insert(Troop).from_select(list(_TROOP_KEY_COUNT), given))
 
 
 _ADD_MANY_TROOPS = _adding_many_troops()
