@@ -204,6 +204,8 @@ async def build_done(tx: Tx, events: list[Event]) -> None:
     changes at the event's time. A building finished twice in one batch is set once to its
     last level; each event still changes production by its own step, at its own time."""
     done = await _take_orders(tx.session, _TAKE_BUILDS, _TAKE_BUILD, events)
+    if not done:  # every order gone with its village: nothing to set
+        return
     finals = {(event.village_id, kind): target for event, (kind, target, _) in done}
     level = await _swap_levels(tx.session, finals)  # then each event's, as it applies
     changes = []
@@ -227,6 +229,8 @@ async def train_done(tx: Tx, events: list[Event]) -> None:
     """Units join their villages, in run order; each village's upkeep rises at the event's
     time."""
     done = await _take_orders(tx.session, _TAKE_TRAININGS, _TAKE_TRAINING, events)
+    if not done:
+        return
     joined: dict[tuple[int, str], int] = {}  # one row per key: an upsert changes a row once
     for event, (unit, count, _) in done:
         joined[event.village_id, unit] = joined.get((event.village_id, unit), 0) + count
