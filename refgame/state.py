@@ -35,7 +35,7 @@ from db import driver
 from db.models import Village
 from db.stock import RateChange
 from refgame.economy import starvation_time_ms
-from refgame.models import Building, Report, Troop
+from refgame.models import Report, Troop
 from refgame.resources import RESOURCES, STOCKS
 
 STARVATION = "starvation"  # event kind: the crop of a village may have run out
@@ -88,7 +88,6 @@ VILLAGE_INFO_COLUMNS = (Village.id, Village.player_id, Village.name, Village.x, 
 # once (``db.driver`` runs them on the driver, compiled once, on PostgreSQL).
 _VILLAGE = bindparam("village", type_=BigInteger)
 _VILLAGE_INFO = select(*VILLAGE_INFO_COLUMNS).where(Village.id == _VILLAGE)
-_BUILDINGS_OF = select(Building.kind, Building.level).where(Building.village_id == _VILLAGE)
 _TROOPS_HOME = select(Troop.unit, Troop.count).where(
     Troop.village_id == _VILLAGE, Troop.home_village_id == _VILLAGE, Troop.count > 0
 )
@@ -127,11 +126,6 @@ async def villages_info(session: AsyncSession, ids: Iterable[int]) -> dict[int, 
 async def village_at(session: AsyncSession, x: int, y: int) -> VillageInfo | None:
     found = await driver.rows(session, _VILLAGE_AT, {"x": x, "y": y}, begin=False)
     return VillageInfo(*found[0]) if found else None
-
-
-async def buildings_of(session: AsyncSession, village_id: int) -> dict[str, int]:
-    found = await driver.rows(session, _BUILDINGS_OF, {"village": village_id}, begin=False)
-    return {kind: level for kind, level in found}
 
 
 async def troops_home(session: AsyncSession, village_id: int) -> dict[str, int]:

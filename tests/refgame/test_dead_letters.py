@@ -35,7 +35,7 @@ from refgame import handlers as game_handlers
 from refgame import state
 from refgame.commands import build, send_march, train
 from refgame.economy import stock_at
-from refgame.models import BuildOrder, March
+from refgame.models import Building, BuildOrder, March
 from refgame.resources import STOCKS
 from refgame.units import total_upkeep, train_cost
 from refgame.world import village_template
@@ -224,7 +224,12 @@ async def test_requeue_runs_a_dead_event_again_even_when_redis_lost_it(
     finally:
         await fixed.stop()
     async with sessions() as session:
-        assert (await state.buildings_of(session, village_id))["woodcutter"] == 3
+        level = await session.scalar(
+            select(Building.level).where(
+                Building.village_id == village_id, Building.kind == "woodcutter"
+            )
+        )
+        assert level == 3
 
 
 async def test_a_dropped_news_of_losses_stops_their_upkeep_at_once(
