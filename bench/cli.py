@@ -361,6 +361,9 @@ class Terminated(FatalError):
               show_default=True)  # fmt: skip
 @click.option("--logins-per-day", type=click.FloatRange(0, 100_000), default=1, show_default=True,
               help="password logins per player per day")  # fmt: skip
+@click.option("--online-share", type=click.FloatRange(0, 1, min_open=True), default=1,
+              show_default=True,
+              help="of the world's players online at once; the others idle")  # fmt: skip
 @click.option(
     "--db", type=click.Choice(["sqlite", "postgresql"]), default="postgresql", show_default=True
 )
@@ -374,8 +377,8 @@ def world_command(
     start: int, max_players: int, bisect: int, warmup: float, window: float, web_workers: int,
     task_servers: int, load_processes: int, connections: int, bots_per_player: float,
     world_speed: float, poll_interval: float, push_share: float, command_interval: float,
-    march_interval: float, logins_per_day: float, db: str, db_name: str, pg_admin_url: str,
-    redis_url: str | None, seed: int, out: Path,
+    march_interval: float, logins_per_day: float, online_share: float, db: str, db_name: str,
+    pg_admin_url: str, redis_url: str | None, seed: int, out: Path,
 ) -> None:  # fmt: skip
     """Capacity: the whole stack (K web, M task servers, the tick) under N simulated players;
     the largest N that holds every service level, CPU per player per tier."""
@@ -392,7 +395,7 @@ def world_command(
     model = PlayerModel(
         poll_interval_s=poll_interval, push_share=push_share,
         command_interval_s=command_interval, march_interval_s=march_interval,
-        logins_per_player_day=logins_per_day,
+        logins_per_player_day=logins_per_day, online_share=online_share,
     )  # fmt: skip
 
     async def go() -> None:

@@ -328,6 +328,11 @@ def _target_note(target: Any) -> str:
     return "; " + target_sentence(target)
 
 
+def _online_note(r: Result) -> str:
+    online = r.data.get("max_players_online")
+    return f" ({online:,} online)" if online and online < r.get("max_players") else ""
+
+
 def world_row(r: Result) -> Row:
     setup, limit, cpu = r.get("setup"), r.get("first_limit"), r.get("cpu_millicores_per_player")
     slo, target = r.get("slo"), r.get("target")
@@ -342,12 +347,15 @@ def world_row(r: Result) -> Row:
     cores = r.machine("cpu_count") or "?"
     # capacity is the host's as much as the code's: say which CPU it was measured on
     host = f", {cores} cores of {r.machine('cpu_model')}" if r.machine("cpu_model") else ""
+    share = r.data.get("model", {}).get("online_share", 1.0)  # older results: everyone
+    online = f", {share:.0%} of them online at once" if share < 1 else ""
     return (
         f"world: the whole stack, {web} web process{'es' if web != 1 else ''} + {tasks} task "
         f"server{'s' if tasks != 1 else ''} + {DB_TITLES.get(setup['db'], setup['db'])} + "
         f"Redis, simulated players over HTTP ({r.get('requests_per_player_s'):.3f} req/s "
-        f"each, {r.get('model.push_share'):.0%} on the event stream{host})",
-        f"{r.get('max_players'):,} players within every service level; first limit: "
+        f"each, {r.get('model.push_share'):.0%} on the event stream{online}{host})",
+        f"{r.get('max_players'):,} players{_online_note(r)} within every service level; "
+        f"first limit: "
         f"{limit['title']}{at}{cause}; CPU per player (millicores): {shares}, load "
         f"generator {_millicores(cpu.get('load_generator', 0.0))} apart; "
         f"{projected or 0:,} players on these {cores} cores with the load generator elsewhere "

@@ -170,7 +170,7 @@ class Generator:
         arrive_over = self.warmup_s * 0.8  # logins spread over the warm-up
         for i in range(len(self.sims)):
             self.at(t0 + self.rng.uniform(0, arrive_over), "arrive", i)
-        logins = len(self.sims) * self.model.logins_per_player_day / 86_400
+        logins = len(self.sims) * self.model.logins_per_online_player_s()
         if logins > 0 and self.sims:
             self.at(t0 + self.rng.expovariate(logins), "login", 0)
         try:

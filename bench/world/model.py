@@ -51,19 +51,32 @@ class PlayerModel:
     rich_share: float = 0.5  # of players can pay for anything; the others start as a bot does
     logins_per_player_day: float = 1.0  # real password logins (scrypt), spread over time
     train_share: float = 0.4  # of the 2-minute commands train; the rest build
+    # of the world's players online at once, each playing as above; the others are in the
+    # world, their villages ticking, but send nothing (1: every player online, always)
+    online_share: float = 1.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
+    def online(self, players: int) -> int:
+        """How many of a world's ``players`` are online at once (at least one)."""
+        return max(1, round(players * self.online_share))
+
+    def logins_per_online_player_s(self) -> float:
+        """Each of the world's players logs in ``logins_per_player_day``, and a login is
+        sent by a player who is online: the online ones send them all."""
+        return self.logins_per_player_day / self.online_share / 86_400
+
     def requests_per_player_s(self) -> float:
-        """Requests per second one player sends on average, as the model schedules them
-        (streams not counted, nor the fetches a stream's pushes bring: their rate is how
-        often a player's snapshot changes, which the run measures)."""
+        """Requests per second one of the world's players sends on average, as the model
+        schedules them (streams not counted, nor the fetches a stream's pushes bring: their
+        rate is how often a player's snapshot changes, which the run measures)."""
         polls = (1 - self.push_share) / self.poll_interval_s
         polls += self.push_share / self.push_poll_interval_s
         commands = 1 / self.command_interval_s
         marches = (1 + self.recall_share) / self.march_interval_s
-        return polls + commands + marches + self.logins_per_player_day / 86_400
+        online = (polls + commands + marches) * self.online_share
+        return online + self.logins_per_player_day / 86_400
 
 
 def hist_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float:

@@ -171,9 +171,11 @@ class Bench:
 
     async def measure(self, n: int, redis_pids: list[int]) -> dict[str, Any]:
         plan, model = self.plan, self.model
-        report.console.print(f"world: {n:,} players ...", highlight=False)
+        online = model.online(n)
+        some = f" ({online:,} online)" if online < n else ""
+        report.console.print(f"world: {n:,} players{some} ...", highlight=False)
         await grow_world(self.world, n, plan.bots_per_player, model.rich_share, plan.seed)
-        players = self.world.players[:n]
+        players = self.world.players[:online]  # the others are in the world, idle
         start_at = time.time() + SPAWN_S
         gens: list[asyncio.subprocess.Process] = []
         try:
@@ -282,7 +284,8 @@ class Bench:
             }
         total = sum(len(v) for k, v in loads["latency"].items() if k in REQUEST_KINDS)
         step: dict[str, Any] = {
-            "players": n,
+            "players": n,  # in the world; per player figures are per one of these
+            "online": self.model.online(n),  # of them, played by the load generators
             "requests": requests,
             "requests_per_s": round(total / window, 1),
             "latency_ms": latency,
@@ -372,6 +375,7 @@ def summarize(steps: list[dict[str, Any]], plan: Plan) -> dict[str, Any]:
     max_players = best["players"] if best else 0
     return {
         "max_players": max_players,
+        "max_players_online": best["online"] if best else 0,
         "first_limit": limit,
         "cpu_millicores_per_player": per_player,
         "cpu_basis_players": basis["players"],
@@ -532,7 +536,7 @@ def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     for s in sorted(steps, key=lambda s: s["players"]):
         lat = s["latency_ms"]
         rows.append([
-            s["players"], lat["poll"]["p99"], lat["command"]["p99"],
+            s["players"], s["online"], lat["poll"]["p99"], lat["command"]["p99"],
             s["event_lateness"]["p99_s"] * 1000, s["tick_shard"]["p99_s"] * 1000,
             s["errors"]["total"], *(s["cpu"].get(t, {}).get("cores", 0.0)
                                     for t in (*SERVER_TIERS, "load_generator")),
@@ -541,13 +545,15 @@ def print_summary(steps: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     report.print_table(
         "world: the whole stack at N players (p99 ms; CPU in cores)",
         rows,
-        ["players", "poll", "command", "lateness", "tick shard", "errors", "web", "task",
+        ["players", "online", "poll", "command", "lateness", "tick shard", "errors", "web", "task",
          "postgres", "redis", "load gen", ""],
     )  # fmt: skip
     limit = summary["first_limit"]
     report.console.print(
-        f"largest N holding every service level: {summary['max_players']:,}; first limit: "
-        f"{limit['title']}"
+        f"largest N holding every service level: {summary['max_players']:,}"
+        + (f" ({online:,} online)" if (online := summary["max_players_online"]) and
+           online < summary["max_players"] else "")
+        + f"; first limit: {limit['title']}"
         + (f" at {limit['at_players']:,}" if limit["at_players"] else "")
         + (f" (saturated: {', '.join(limit['saturated_tiers'])})" if limit["saturated_tiers"]
            else ""),
@@ -586,7 +592,7 @@ def draw(ax: Any, steps: list[dict[str, Any]]) -> None:
             ax.axvline(s["players"], color="red", alpha=0.2)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("simulated players (red: a service level missed)")
+    ax.set_xlabel("players in the world (red: a service level missed)")
     ax.set_ylabel("ms (dashed: the service level)")
     ax.set_title("the whole stack: latency against players")
     ax.legend(fontsize="small")

@@ -33,7 +33,14 @@ from bench.world.floor import (
     target_figures,
 )
 from bench.world.load import Stream, Tally
-from bench.world.model import SLO, hist_quantile, share_within, target_sentence, verdicts
+from bench.world.model import (
+    SLO,
+    PlayerModel,
+    hist_quantile,
+    share_within,
+    target_sentence,
+    verdicts,
+)
 from bench.world.run import Plan, next_players
 from tests.bench.test_readme_bench import README_TEXT, table_rows
 from tests.conftest import TEST_PG_ADMIN_URL
@@ -102,6 +109,19 @@ def test_the_search_doubles_then_bisects_and_stops() -> None:
     assert next_players(steps, plan) is None  # two bisection steps taken
     assert next_players([{"players": 10_000, "ok": True}], plan) is None  # --max-players
     assert next_players([{"players": 100, "ok": False}], plan) == 50  # below the start
+
+
+def test_players_offline_send_nothing_and_the_online_send_the_worlds_logins() -> None:
+    everyone = PlayerModel()
+    fifth = PlayerModel(online_share=0.2)
+    assert (everyone.online(1_000), fifth.online(1_000), fifth.online(2)) == (1_000, 200, 1)
+    # a world player's requests: a fifth of an online player's, and their own daily logins
+    logins = everyone.logins_per_player_day / 86_400
+    assert math.isclose(
+        fifth.requests_per_player_s() - logins, (everyone.requests_per_player_s() - logins) / 5
+    )
+    # 200 online players log in as often as the world's 1,000 players do
+    assert math.isclose(200 * fifth.logins_per_online_player_s(), 1_000 * logins)
 
 
 def test_the_floor_prices_a_steps_traffic_per_player() -> None:
@@ -213,7 +233,8 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
          "--bisect", "0", "--warmup", "3", "--window", "4", "--web-workers", "2",
          "--task-servers", "2", "--poll-interval", "1", "--command-interval", "2",
          "--march-interval", "3", "--world-speed", "1000", "--logins-per-day", "1000",
-         "--db", "postgresql", "--db-name", f"wgbench_world_{uuid.uuid4().hex[:8]}",
+         "--online-share", "0.5", "--db", "postgresql",
+         "--db-name", f"wgbench_world_{uuid.uuid4().hex[:8]}",
          "--pg-admin-url", TEST_PG_ADMIN_URL, "--out", str(out)],
         capture_output=True, text=True, timeout=280,
     )  # fmt: skip
@@ -225,8 +246,12 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     assert 1 <= len(steps) <= 2 and steps[0]["players"] == 20
     for step in steps:
         _check_step(step)
+        # half the world's players online, played by the generators; the rest idle
+        assert step["online"] == step["players"] // 2
+        assert step["streams"]["players"] == int(step["online"] * 0.25)
     held = [s["players"] for s in steps if s["ok"]]
     assert figures["max_players"] == max(held, default=0)
+    assert figures["max_players_online"] == figures["max_players"] // 2
     missed = [s for s in steps if not s["ok"]]
     if missed:
         assert figures["first_limit"]["slo"] == missed[0]["first_failed"]
@@ -268,7 +293,10 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     machine = figures["machine"]  # capacity is the host's as much as the code's
     if machine["cpu_model"]:
         assert f"{machine['cpu_count']} cores of {machine['cpu_model']})" in what
-    assert row[0].startswith(f"{figures['max_players']:,} players within every service level")
+    assert "50% of them online at once" in what
+    most, online = figures["max_players"], figures["max_players_online"]
+    held_text = f"{most:,} players ({online:,} online)" if most else "0 players"
+    assert row[0].startswith(f"{held_text} within every service level")
     assert "load generator" in row[0] and "(projected)" in row[0]
     assert f"the servers use {floor['ours_to_floor']:g} x the floor" in row[0]
     assert target_sentence(target) in row[0] and "HTTP" in target_sentence(target)
