@@ -403,7 +403,7 @@ async def world_bench(
 ) -> dict[str, Any]:
     load_at_start = load_average()
     warn_if_busy(load_at_start)
-    streams = int(plan.max_players * model.push_share) + 1
+    streams = int(model.online(plan.max_players) * model.push_share) + 1
     wanted = streams * 2 + 4 * plan.connections * plan.load_processes + 4096
     if raise_fd_limit(wanted) < wanted:
         report.console.print(

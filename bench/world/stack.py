@@ -112,8 +112,13 @@ async def grow_world(
             )
         ).all()
         ids = [r.player_id for r in rows]
-        # people, not bots: whatever treats bots apart treats these as players
-        await conn.execute(update(Player).where(Player.id.in_(ids)).values(is_bot=False))
+        # people, not bots: whatever treats bots apart treats these as players (by the
+        # villages' range: a list of ids is bound to a statement's 32,767 parameters)
+        await conn.execute(
+            update(Player)
+            .where(Player.id.in_(select(Village.player_id).where(Village.id.between(first, last))))
+            .values(is_bot=False)
+        )
         if rich_every:
             sets = [f"{res} = {PLENTY}" for res in stocks.names]
             sets += [f"{cap}_cap = {PLENTY}" for cap in stocks.caps]
