@@ -45,13 +45,13 @@ from refgame.models import Building, BuildOrder, Troop
 from refgame.resources import STOCKS
 from webfront.app import create_app
 from webfront.config import Limit, WebConfig
-from webfront.passwords import ScryptParams
+from webfront.passwords import HashParams
 
 PASSWORD = "fuzzing password 1"
 _SKIP_AUTHED = {"/api/logout"}  # it would end the session the fuzzer uses
 _SKIP = {"/static/{filename}", "/sdk/{filename}", "/"}
 RELAXED = WebConfig(
-    scrypt=ScryptParams(n=2**10, r=8, p=1),
+    password_hash=HashParams(memory_kib=256, time_cost=1),
     login_per_account=Limit(10**6, 60_000),
     login_per_address=Limit(10**6, 60_000),
     register_per_address=Limit(10**6, 60_000),

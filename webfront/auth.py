@@ -138,7 +138,7 @@ async def register(request: web.Request) -> web.Response:
         raise ApiError(422, "weak_password", problem)
     settings = request.app[SETTINGS]
     template = request.app[GAME].new_place(settings.world_speed, False)
-    password_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
+    password_hash = await _hash_in_pool(request, hash_password, body.password, config.password_hash)
     try:
         account = await create_account(
             request.app[ENGINE],
@@ -195,18 +195,19 @@ async def login(request: web.Request) -> web.Response:
             code="too_many_attempts",
         )
     stored = found.password_hash if found else None
-    ok = await _hash_in_pool(request, verify_password, body.password, stored, config.scrypt)
+    params = config.password_hash
+    ok = await _hash_in_pool(request, verify_password, body.password, stored, params)
     if not ok or found is None:
         # an unusable stored hash matches no password: answered like a wrong one, and told
         # to the operator (never the hash itself)
-        if found is not None and (problem := unusable_reason(found.password_hash, config.scrypt)):
+        if found is not None and (problem := unusable_reason(found.password_hash, params)):
             log.warning(
                 "player %d cannot log in: the stored password hash is unusable (%s); "
                 "set a new one", found.player_id, problem,
             )  # fmt: skip
         raise ApiError(401, "invalid_credentials", "wrong name or password")
-    if needs_rehash(found.password_hash, config.scrypt):
-        new_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
+    if needs_rehash(found.password_hash, params):
+        new_hash = await _hash_in_pool(request, hash_password, body.password, params)
         await set_password_hash(engine, found.player_id, new_hash)
     session = await request.app[SESSIONS].create(found.player_id)
     # checked after the session exists, so a ban committed meanwhile finds it or is seen here

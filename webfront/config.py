@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from webfront.passwords import ScryptParams
+from webfront.passwords import HashParams
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,8 @@ class Limit:
 
 @dataclass(frozen=True)
 class WebConfig:
-    scrypt: ScryptParams = field(default_factory=ScryptParams)
-    hash_threads: int = 2  # password hashes at once per process (each holds scrypt's memory)
+    password_hash: HashParams = field(default_factory=HashParams)
+    hash_threads: int = 2  # password hashes at once per process (each holds a hash's memory)
     # Login: an address first, then an existing account from that address, then the account
     # from everywhere (a ceiling that takes several addresses to reach). A refused attempt
     # counts only against the limit that refused it, and accounts that do not exist are not

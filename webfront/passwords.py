@@ -1,16 +1,21 @@
-"""Password hashing with scrypt (``hashlib.scrypt``, from OpenSSL).
+"""Password hashing with Argon2id (``argon2-cffi``, the reference C implementation).
 
-Default parameters: N=2**15, r=8, p=3: 32 MiB of memory and about 0.25 s of
-one core per hash on a 2020s server, one of OWASP's recommended scrypt
-settings (equivalent to N=2**17, r=8, p=1 at a quarter of the memory). Each
-hash has its own 16-byte random salt. The stored form names its parameters,
-``scrypt$N$r$p$salt$hash`` (base64), so they can be raised later: a login with
-old parameters rehashes. Comparison is constant-time (``hmac.compare_digest``).
-A stored hash that cannot be used (corrupt, or parameters scrypt refuses or
-that cost over ``MAX_COST_FACTOR`` times both the configured and the default
-ones) matches no password; ``unusable_reason`` says why without quoting it.
-Hashing runs in a small thread pool (OpenSSL releases the GIL), so the event
-loop keeps serving while a login is checked.
+Default parameters: OWASP's first recommended Argon2id setting (Password Storage Cheat
+Sheet), m=19 MiB, t=2, p=1: a few tens of ms of one core per hash. Each hash has its own
+16-byte random salt and a 32-byte key, stored in the standard PHC form
+``$argon2id$v=19$m=19456,t=2,p=1$salt$key``, which names its parameters, so they can be
+raised later: a login with other parameters rehashes. Argon2id verification compares in
+constant time.
+
+Hashes of the scheme stored before, ``scrypt$N$r$p$salt$key`` (``hashlib.scrypt``;
+N=2**15, r=8, p=3 by default), still match their passwords, and are replaced by an
+Argon2id hash at the player's next login.
+
+A stored hash that cannot be used (corrupt, another Argon2 variant, parameters the
+library refuses, or parameters that cost over ``MAX_COST_FACTOR`` times both the
+configured and the default ones) matches no password; ``unusable_reason`` says why
+without quoting it. Hashing runs in a small thread pool (both libraries release the
+GIL), so the event loop keeps serving while a login is checked.
 """
 
 from __future__ import annotations
@@ -21,10 +26,15 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from argon2 import Type, extract_parameters
+from argon2.exceptions import InvalidHashError, VerificationError
+from argon2.low_level import hash_secret, verify_secret
+
 _SALT_BYTES = 16
 _KEY_BYTES = 32
 NO_PASSWORD = "!"  # what bots store: no password matches it
 MAX_COST_FACTOR = 4  # a stored hash may cost this many times the configured or default ones
+_DUMMY_SALT = b"\0" * _SALT_BYTES  # an unknown account's hash: its cost is what counts
 
 
 class _Unusable(ValueError):
@@ -32,7 +42,18 @@ class _Unusable(ValueError):
 
 
 @dataclass(frozen=True)
-class ScryptParams:
+class HashParams:
+    """Argon2id's cost: memory in KiB, passes over it, lanes (threads) per hash."""
+
+    memory_kib: int = 19 * 1024
+    time_cost: int = 2
+    parallelism: int = 1
+
+
+@dataclass(frozen=True)
+class _Scrypt:
+    """The parameters of a hash of the earlier scheme (its defaults: what it stored)."""
+
     n: int = 2**15
     r: int = 8
     p: int = 3
@@ -42,37 +63,65 @@ class ScryptParams:
         return 2 * 128 * self.r * self.n * self.p + 1024 * 1024  # OpenSSL's need, with room
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode().rstrip("=")
-
-
 def _unb64(text: str) -> bytes:
     return base64.b64decode(text + "=" * (-len(text) % 4))
 
 
-def _derive(password: str, salt: bytes, params: ScryptParams) -> bytes:
-    return hashlib.scrypt(
+def _argon2(password: str, salt: bytes, params: HashParams) -> bytes:
+    return hash_secret(
         password.encode(),
-        salt=salt,
-        n=params.n,
-        r=params.r,
-        p=params.p,
-        maxmem=params.maxmem,
-        dklen=_KEY_BYTES,
+        salt,
+        time_cost=params.time_cost,
+        memory_cost=params.memory_kib,
+        parallelism=params.parallelism,
+        hash_len=_KEY_BYTES,
+        type=Type.ID,
     )
 
 
-def hash_password(password: str, params: ScryptParams) -> str:
-    salt = secrets.token_bytes(_SALT_BYTES)
-    key = _derive(password, salt, params)
-    return f"scrypt${params.n}${params.r}${params.p}${_b64(salt)}${_b64(key)}"
+def hash_password(password: str, params: HashParams) -> str:
+    return _argon2(password, secrets.token_bytes(_SALT_BYTES), params).decode()
 
 
-def _parse(stored: str, current: ScryptParams) -> tuple[ScryptParams, bytes, bytes]:
-    """(parameters, salt, key) of a stored hash; raises _Unusable naming what is wrong (never
-    a part of the hash)."""
+def _too_dear(cost: tuple[int, int], current: tuple[int, int], base: tuple[int, int]) -> bool:
+    """Whether (memory, work) of a stored hash is over ``MAX_COST_FACTOR`` times both the
+    configured and the default ones: a corrupt or planted row must not make a login take
+    gigabytes or minutes (but lowered parameters leave hashes of the defaults usable)."""
+    memory, work = cost
+    return memory > MAX_COST_FACTOR * max(current[0], base[0]) or work > MAX_COST_FACTOR * max(
+        current[1], base[1]
+    )
+
+
+def _argon2_params(stored: str, current: HashParams) -> HashParams:
+    """The parameters of a stored Argon2id hash; raises _Unusable naming what is wrong
+    (never a part of the hash)."""
+    try:
+        found = extract_parameters(stored)
+    except (InvalidHashError, ValueError):
+        raise _Unusable("not a hash of the form $argon2id$v=19$m=..,t=..,p=..$salt$key") from None
+    if found.type is not Type.ID or found.version != 19:
+        raise _Unusable("not an Argon2id hash of version 19")
+    if found.hash_len != _KEY_BYTES:
+        raise _Unusable(f"its key is not {_KEY_BYTES} bytes")
+    params = HashParams(found.memory_cost, found.time_cost, found.parallelism)
+    if params.time_cost < 1 or params.parallelism < 1 or params.memory_kib < 8 * params.parallelism:
+        raise _Unusable("Argon2 refuses its parameters")
+
+    def cost(p: HashParams) -> tuple[int, int]:
+        return p.memory_kib, p.memory_kib * p.time_cost
+
+    if _too_dear(cost(params), cost(current), cost(HashParams())) or (
+        params.parallelism > MAX_COST_FACTOR * max(current.parallelism, 1)
+    ):
+        raise _Unusable(f"its parameters cost over {MAX_COST_FACTOR} times the usual ones")
+    return params
+
+
+def _scrypt_parts(stored: str) -> tuple[_Scrypt, bytes, bytes]:
+    """(parameters, salt, key) of a stored hash of the earlier scheme; raises _Unusable."""
     parts = stored.split("$")
-    if len(parts) != 6 or parts[0] != "scrypt":
+    if len(parts) != 6:
         raise _Unusable("not of the form scrypt$N$r$p$salt$key")
     try:
         n, r, p = int(parts[1]), int(parts[2]), int(parts[3])
@@ -80,12 +129,9 @@ def _parse(stored: str, current: ScryptParams) -> tuple[ScryptParams, bytes, byt
         raise _Unusable("its parameters are not numbers") from None
     if n < 2 or n & (n - 1) or r < 1 or p < 1 or (16 * r < 64 and n >= 1 << (16 * r)):
         raise _Unusable("scrypt refuses its parameters")
-    # a corrupt or planted row must not make a login take gigabytes or minutes (but lowered
-    # parameters leave hashes made with the defaults usable)
-    base = ScryptParams()
-    memory = max(current.r * current.n, base.r * base.n)
-    work = max(current.r * current.n * current.p, base.r * base.n * base.p)
-    if r * n > MAX_COST_FACTOR * memory or r * n * p > MAX_COST_FACTOR * work:
+    base = _Scrypt()
+    memory, work = base.r * base.n, base.r * base.n * base.p
+    if _too_dear((r * n, r * n * p), (memory, work), (memory, work)):
         raise _Unusable(f"its parameters cost over {MAX_COST_FACTOR} times the usual ones")
     try:
         salt, key = _unb64(parts[4]), _unb64(parts[5])
@@ -93,43 +139,64 @@ def _parse(stored: str, current: ScryptParams) -> tuple[ScryptParams, bytes, byt
         raise _Unusable("its salt or key is not base64") from None
     if len(key) != _KEY_BYTES:
         raise _Unusable(f"its key is not {_KEY_BYTES} bytes")
-    return ScryptParams(n, r, p), salt, key
+    return _Scrypt(n, r, p), salt, key
 
 
-def unusable_reason(stored: str, params: ScryptParams) -> str | None:
+def _check(stored: str, params: HashParams) -> None:
+    """Raises _Unusable when ``stored`` can match no password."""
+    if stored.startswith("scrypt$"):
+        _scrypt_parts(stored)
+    else:
+        _argon2_params(stored, params)
+
+
+def unusable_reason(stored: str, params: HashParams) -> str | None:
     """Why a stored hash matches no password, or None when it can be checked (or is the
     no-password marker of bots)."""
     if stored == NO_PASSWORD:
         return None
     try:
-        _parse(stored, params)
+        _check(stored, params)
     except _Unusable as exc:
         return str(exc)
     return None
 
 
-def verify_password(password: str, stored: str | None, params: ScryptParams) -> bool:
+def verify_password(password: str, stored: str | None, params: HashParams) -> bool:
     """True when ``password`` matches ``stored``.
 
-    With no stored hash (unknown account) or an unusable one, a hash is still
-    computed, so the answer takes as long as for a real account.
+    With no stored hash (unknown account) or an unusable one, a hash of the configured
+    cost is still computed, so the answer takes as long as for a real account.
     """
     try:
         if not stored or stored == NO_PASSWORD:
             raise _Unusable("no password")
-        used, salt, key = _parse(stored, params)
+        _check(stored, params)
     except _Unusable:
-        _derive(password, b"\0" * _SALT_BYTES, params)
+        _argon2(password, _DUMMY_SALT, params)
         return False
+    if stored.startswith("scrypt$"):
+        used, salt, key = _scrypt_parts(stored)
+        try:
+            derived = hashlib.scrypt(
+                password.encode(), salt=salt, n=used.n, r=used.r, p=used.p,
+                maxmem=used.maxmem, dklen=_KEY_BYTES,
+            )  # fmt: skip
+        except (ValueError, MemoryError):  # whatever OpenSSL still refuses
+            return False
+        return hmac.compare_digest(derived, key)
     try:
-        derived = _derive(password, salt, used)
-    except (ValueError, MemoryError):  # whatever OpenSSL still refuses
+        return verify_secret(stored.encode(), password.encode(), Type.ID)
+    except VerificationError:  # a wrong password, or a hash the library cannot decode
         return False
-    return hmac.compare_digest(derived, key)
 
 
-def needs_rehash(stored: str, params: ScryptParams) -> bool:
+def needs_rehash(stored: str, params: HashParams) -> bool:
+    """Whether a hash that matched should be replaced by one of ``params``: every hash of
+    the earlier scheme, and Argon2id hashes of other parameters."""
+    if stored.startswith("scrypt$"):
+        return unusable_reason(stored, params) is None
     try:
-        return _parse(stored, params)[0] != params
+        return _argon2_params(stored, params) != params
     except _Unusable:
         return False

@@ -174,7 +174,7 @@ def operator() -> None:
 def operator_create(name: str, password_stdin: bool) -> None:
     """Create the operator NAME (the password is asked for, or read from stdin)."""
     from webfront.admin.operators import NAME_RE, OperatorExists, create_operator
-    from webfront.passwords import ScryptParams, hash_password
+    from webfront.passwords import HashParams, hash_password
 
     if NAME_RE.fullmatch(name) is None:
         fail("operator name: 3 to 32 letters, digits, '.', '_' or '-'")
@@ -185,7 +185,7 @@ def operator_create(name: str, password_stdin: bool) -> None:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if not 8 <= len(password) <= 128:
         fail("password: 8 to 128 characters")
-    password_hash = hash_password(password, ScryptParams())
+    password_hash = hash_password(password, HashParams())
 
     async def run() -> None:
         engine = create_engine(settings)

@@ -103,15 +103,15 @@ def bench_web_config() -> Any:
     """Production web config, but limits that a load test must not trip and a cheap hash.
 
     Rate limits are still checked (the Lua call runs on every command); they
-    just never refuse. scrypt only costs time at registration, which is not
+    just never refuse. The password hash only costs time at registration, which is not
     measured.
     """
     from webfront.config import Limit, WebConfig
-    from webfront.passwords import ScryptParams
+    from webfront.passwords import HashParams
 
     unlimited = Limit(10**12, 60_000)
     return WebConfig(
-        scrypt=ScryptParams(n=2**10, r=8, p=1),
+        password_hash=HashParams(memory_kib=256, time_cost=1),
         login_per_account=unlimited,
         login_per_address=unlimited,
         register_per_address=unlimited,

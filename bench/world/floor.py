@@ -23,7 +23,7 @@ stack has stopped, on the world's own database:
   (``TaskServerConfig``'s event slots, batch and window, ``common.queue.gathered``): a
   batch in one set-based statement, one commit. An event does at least as much.
 
-- every login: one password hash with the production parameters (``WebConfig.scrypt``),
+- every login: one password hash with the production parameters (``WebConfig.password_hash``),
   its CPU measured on this machine: a login costs at least that wherever it runs.
 
 Redis and the event streams cost nothing at the floor. It is a lower bound of the work the
@@ -216,7 +216,7 @@ async def http_cost_at_saturation(workers: int, seconds: float) -> float:
 def password_hash_cost() -> float:
     """CPU µs of one password hash with the production parameters (the cheapest of a few:
     the thread's own CPU time, which other work on the machine does not add to)."""
-    params = WebConfig().scrypt
+    params = WebConfig().password_hash
     spent = []
     for _ in range(HASHES):
         started = time.thread_time_ns()

@@ -49,7 +49,7 @@ class PlayerModel:
     recall_share: float = 0.25  # of marches are called back a few seconds after leaving
     recall_after_s: float = 3.0
     rich_share: float = 0.5  # of players can pay for anything; the others start as a bot does
-    logins_per_player_day: float = 1.0  # real password logins (scrypt), spread over time
+    logins_per_player_day: float = 1.0  # real password logins (Argon2id), spread over time
     train_share: float = 0.4  # of the 2-minute commands train; the rest build
     # of the world's players online at once, each playing as above; the others are in the
     # world, their villages ticking, but send nothing (1: every player online, always)

@@ -33,7 +33,7 @@ from db.models import Player, Village
 from db.worldgen import generate_world
 from gameapi.loading import load_game
 from gameapi.stocks import stocks_of
-from webfront.passwords import ScryptParams, hash_password
+from webfront.passwords import HashParams, hash_password
 from webfront.sessions import SessionStore
 
 PASSWORD = "bench-world-password-1"
@@ -86,7 +86,7 @@ async def grow_world(
     game = load_game(settings.game)
     stocks = stocks_of(game)
     template = game.new_place(settings.world_speed, True)  # with troops: players raid
-    password_hash = hash_password(PASSWORD, ScryptParams())  # production cost at login
+    password_hash = hash_password(PASSWORD, HashParams())  # production cost at login
     new_bots = max(0, round(players * bots_per_player) - world.bots)
     radius = settings.map_radius
     summary = await generate_world(

@@ -86,11 +86,11 @@ def check_logs(log_dir: Path, ledger: Ledger, extra: tuple[Path, ...] = ()) -> C
     )
     secrets_ = {p.password: f"password of {p.name}" for p in ledger.players}
     secrets_.update({p.token: f"token of {p.name}" for p in ledger.players if p.token})
-    scrypt = re.compile(rb"scrypt\$\d+\$")
+    hashed = re.compile(rb"\$argon2id\$v=|scrypt\$\d+\$")  # either scheme's stored form
     for path in sorted({*log_dir.rglob("*.log"), *(p for p in extra if p.exists())}):
         data = path.read_bytes()
         c.checked += 1
-        if scrypt.search(data):
+        if hashed.search(data):
             c.fail(f"{path.name} holds a password hash")
         text = data.decode(errors="replace")
         for secret, what in secrets_.items():

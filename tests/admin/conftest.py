@@ -66,7 +66,7 @@ async def client(
 @pytest.fixture
 async def operator_id(db: AsyncEngine) -> int:
     return await create_operator(
-        db, OPERATOR, hash_password(OPERATOR_PASSWORD, FAST_CONFIG.scrypt), START_MS
+        db, OPERATOR, hash_password(OPERATOR_PASSWORD, FAST_CONFIG.password_hash), START_MS
     )
 
 

@@ -14,7 +14,7 @@ from common.settings import load_settings
 from db.engine import create_engine
 from db.models import Operator
 from tests.conftest import TEST_REDIS_URL
-from webfront.passwords import ScryptParams, verify_password
+from webfront.passwords import HashParams, verify_password
 
 BIN = Path(sys.executable).parent
 
@@ -42,8 +42,8 @@ def test_create_and_list_operators(sqlite_url: str) -> None:
     assert made.returncode == 0, made.stderr
     assert made.stdout.startswith("operator ops-ben created (id ")
     stored = asyncio.run(_stored_hash(sqlite_url, "ops-ben"))
-    assert stored.startswith("scrypt$32768$8$3$")  # the players' slow hash, default cost
-    assert verify_password("s3cret pass", stored, ScryptParams())
+    assert stored.startswith("$argon2id$v=19$m=19456,t=2,p=1$")  # the players' hash and cost
+    assert verify_password("s3cret pass", stored, HashParams())
     listed = wgctl(["operator", "list"], sqlite_url)
     assert listed.returncode == 0 and "ops-ben" in listed.stdout
 

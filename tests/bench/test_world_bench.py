@@ -45,7 +45,7 @@ from bench.world.run import Plan, next_players
 from tests.bench.test_readme_bench import README_TEXT, table_rows
 from tests.conftest import TEST_PG_ADMIN_URL
 from webfront.config import WebConfig
-from webfront.passwords import ScryptParams
+from webfront.passwords import HashParams
 
 TIERS = ("web", "task_server", "postgres", "redis", "load_generator")
 
@@ -171,12 +171,12 @@ def test_the_floor_prices_a_steps_traffic_per_player() -> None:
 def test_the_floor_prices_a_login_at_one_production_hash(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cheapest of a few hashes with the production parameters, by the hashing thread's
     own CPU clock (a clock of the test's here: no timing in a test)."""
-    hashed: list[ScryptParams] = []
+    hashed: list[HashParams] = []
     readings = iter([0, 500_000, 500_000, 800_000, 800_000, 1_250_000])  # ns
     monkeypatch.setattr(floor, "hash_password", lambda _pw, params: hashed.append(params))
     monkeypatch.setattr(floor.time, "thread_time_ns", lambda: next(readings))
     assert password_hash_cost() == 300.0  # µs: the second of 500, 300 and 450
-    assert hashed == [WebConfig().scrypt] * floor.HASHES
+    assert hashed == [WebConfig().password_hash] * floor.HASHES
 
 
 async def test_the_floors_load_starts_each_operation_once() -> None:

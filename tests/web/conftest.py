@@ -18,7 +18,7 @@ from tests.conftest import delete_prefix
 from tests.redis_cluster import local_cluster
 from webfront.app import create_app
 from webfront.config import Limit, WebConfig
-from webfront.passwords import ScryptParams
+from webfront.passwords import HashParams
 
 TEST_GAME = "tests.web.minigame"
 PASSWORD = "correct horse battery"
@@ -26,7 +26,7 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 
 # cheap hashes and roomy limits; tests of a limit tighten it with replace()
 FAST_CONFIG = WebConfig(
-    scrypt=ScryptParams(n=2**10, r=8, p=1),
+    password_hash=HashParams(memory_kib=256, time_cost=1),
     login_per_account=Limit(1000, 60_000),
     login_per_account_address=Limit(1000, 60_000),
     login_per_address=Limit(1000, 60_000),

@@ -34,7 +34,8 @@ async def test_register_creates_player_village_and_session(
     async with engine.connect() as conn:
         player = (await conn.execute(select(Player.name, Player.password_hash))).one()
         assert player.name == "Alice"
-        assert player.password_hash.startswith("scrypt$") and PASSWORD not in player.password_hash
+        stored = player.password_hash
+        assert stored.startswith("$argon2id$") and PASSWORD not in stored
         village = (await conn.execute(select(Village.id, Village.player_id, Village.x))).one()
         assert village.id == data["village_id"] and village.player_id == data["player_id"]
         assert abs(village.x) <= web_settings.map_radius
@@ -190,17 +191,19 @@ async def test_a_corrupt_stored_hash_is_a_wrong_password_and_a_warning(
     player = await register("Hank")
     async with engine.connect() as conn:
         good = (await conn.execute(select(Player.password_hash))).scalar_one()
-    _, n, r, p, salt, key = good.split("$")
+    _, scheme, version, costs, salt, key = good.split("$")
     corrupt = [
-        f"scrypt$3${r}${p}${salt}${key}",  # N not a power of two
-        f"scrypt${n}$0${p}${salt}${key}",  # r = 0
-        f"scrypt${n}${r}$-1${salt}${key}",
-        f"scrypt${2**30}${r}${p}${salt}${key}",  # a planted cost: 1 TiB of memory
-        f"scrypt${2**20}${r}${2**20}${salt}${key}",
-        f"scrypt${n}${r}${p}${salt}$!!not-base64",
-        f"scrypt${n}${r}${p}${salt}${key[:10]}",  # a key cut short
-        f"scrypt$x${r}${p}${salt}${key}",
-        f"scrypt${n}${r}${p}${salt}",
+        f"$argon2id${version}$m=3,t=1,p=1${salt}${key}",  # under Argon2's least memory
+        f"$argon2id${version}$m=256,t=0,p=1${salt}${key}",
+        f"$argon2id${version}$m={2**30},t=1,p=1${salt}${key}",  # a planted cost: 1 TiB
+        f"$argon2id${version}$m=256,t={2**20},p=1${salt}${key}",
+        f"$argon2d${version}${costs}${salt}${key}",
+        f"${scheme}${version}${costs}${salt}$!!not-base64",
+        f"${scheme}${version}${costs}${salt}${key[:10]}",  # a key cut short
+        f"${scheme}${version}$m=x,t=1,p=1${salt}${key}",
+        f"${scheme}${version}${costs}${salt}",
+        f"scrypt$3$8$1${salt}${key}",  # the earlier scheme's: N not a power of two
+        f"scrypt${2**30}$8$1${salt}${key}",  # a planted cost: 1 TiB of memory
         "",
     ]
     for stored in corrupt:

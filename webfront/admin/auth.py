@@ -90,12 +90,12 @@ async def login(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     found = await operators.find_operator(engine, body.name)
     stored = found[1] if found else None
-    ok = await _hash_in_pool(request, verify_password, body.password, stored, config.scrypt)
+    ok = await _hash_in_pool(request, verify_password, body.password, stored, config.password_hash)
     if not ok or found is None:
         raise ApiError(401, "invalid_credentials", "wrong operator name or password")
     operator_id, password_hash = found
-    if needs_rehash(password_hash, config.scrypt):
-        new_hash = await _hash_in_pool(request, hash_password, body.password, config.scrypt)
+    if needs_rehash(password_hash, config.password_hash):
+        new_hash = await _hash_in_pool(request, hash_password, body.password, config.password_hash)
         await operators.set_operator_hash(engine, operator_id, new_hash)
     ttl_s = request.app[SETTINGS].operator_session_ttl_s
     opened = await operators.open_session(
