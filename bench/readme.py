@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.tick import TICK_TARGETS
+from bench.world import model as world_model
 from bench.world.model import target_sentence
 from common.errors import FatalError
 
@@ -35,8 +36,10 @@ WEBS = (
 )  # fmt: skip
 GAMES = ("queue_game_postgresql", "queue_game_sqlite")
 PUSH = "push"
-WORLD = "world"
-KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES, PUSH, WORLD)
+WORLD = world_model.RESULT
+WORLD_ONLINE = world_model.RESULT_ONLINE_SHARE  # --online-share below 1
+WORLDS = (WORLD, WORLD_ONLINE)
+KNOWN = (QUEUE, *TICKS, *WEBS, *GAMES, PUSH, *WORLDS)
 SUMMARY_ONLY = "all"  # bench all's file: a digest of the per-benchmark files written beside it
 
 DB_TITLES = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
@@ -54,6 +57,7 @@ LABELS = {
     "queue_game_sqlite": "game",
     PUSH: "push",
     WORLD: "world",
+    WORLD_ONLINE: "world, a share online",
 }
 HEADERS = ("what", "ours", "ceiling in the same run", "ratio", "target", "met?")
 Row = tuple[str, str, str, str, str, str]
@@ -396,8 +400,8 @@ def rows_and_gaps(results: dict[str, Result]) -> tuple[list[Row], list[str]]:
         gaps.append("game march arrivals (queue_game_postgresql.json)")
     if PUSH in results:  # newer than the other tables: no gap line while unpublished
         rows.append(push_row(results[PUSH]))
-    if WORLD in results:  # newer than the other tables: no gap line while unpublished
-        rows.append(world_row(results[WORLD]))
+    # newer than the other tables: no gap line while unpublished
+    rows += [world_row(results[name]) for name in WORLDS if name in results]
     return rows, gaps
 
 
@@ -422,7 +426,9 @@ def machine_line(results: dict[str, Result]) -> str:
     # only the game run asks its database server for a version
     databases = [str(r.machine("database")) for r in rs if r.machine("database")]
     pg = _distinct(v.split()[0] for v in databases if not v.startswith("sqlite"))
-    world_pg = WORLD in results and results[WORLD].data.get("setup", {}).get("db") == "postgresql"
+    world_pg = any(
+        results[n].data.get("setup", {}).get("db") == "postgresql" for n in WORLDS if n in results
+    )
     if pg or world_pg or any(n in results for n in ("tick_postgresql", "queue_game_postgresql")):
         parts.append(f"PostgreSQL {pg or 'not recorded'}")
     sqlite = _distinct(v.split()[1] for v in databases if v.startswith("sqlite "))
@@ -526,7 +532,7 @@ def publish(
         if name == SUMMARY_ONLY:
             raise FatalError(
                 f"{path}: bench all's summary; publish the per-benchmark files written beside "
-                "it (queue_noop.json, tick_*.json, web_*.json, queue_game_*.json, world.json)"
+                "it (queue_noop.json, tick_*.json, web_*.json, queue_game_*.json, world*.json)"
             )
         if name not in KNOWN:
             raise FatalError(f"{path}: benchmark {name!r} is none of {', '.join(KNOWN)}")

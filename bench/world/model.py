@@ -36,6 +36,12 @@ LIMIT_TITLES = {
 }
 
 
+# the result files: every player online (the default model), or a share of them; the README
+# table shows the two side by side
+RESULT = "world"
+RESULT_ONLINE_SHARE = "world_online"
+
+
 @dataclass(frozen=True)
 class PlayerModel:
     """What one simulated player does (README "Capacity"): the defaults are the model."""
@@ -57,6 +63,9 @@ class PlayerModel:
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+    def result_name(self) -> str:
+        return RESULT if self.online_share >= 1 else RESULT_ONLINE_SHARE
 
     def online(self, players: int) -> int:
         """How many of a world's ``players`` are online at once (at least one)."""

@@ -480,12 +480,13 @@ async def world_bench(
         "setup": setup, "model": model.as_dict(), "slo": SLO, "steps": steps, **summary,
         "requests_per_player_s": round(model.requests_per_player_s(), 4),
     }  # fmt: skip
-    figures["plot"] = str(report.save_plot(out, "world", lambda ax: draw(ax, steps)))
+    name = model.result_name()
+    figures["plot"] = str(report.save_plot(out, name, lambda ax: draw(ax, steps)))
     machine = report.machine_info(
         {"redis": version, "database": db_ver, "loadavg_at_start": load_at_start,
          "loadavg_at_end": load_average()}
     )  # fmt: skip
-    figures["json"] = str(report.save_json(out, "world", {"machine": machine, **figures}))
+    figures["json"] = str(report.save_json(out, name, {"machine": machine, **figures}))
     report.console.print(f"wrote {figures['json']} and {figures['plot']}", highlight=False)
     return figures
 

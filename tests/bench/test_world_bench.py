@@ -239,8 +239,8 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=280,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
-    figures = json.loads((out / "world.json").read_text())
-    assert figures["benchmark"] == "world"
+    figures = json.loads((out / "world_online.json").read_text())  # a share online
+    assert figures["benchmark"] == "world_online"
     assert figures["setup"]["web_processes"] == 2 and figures["setup"]["task_servers"] == 2
     steps = figures["steps"]
     assert 1 <= len(steps) <= 2 and steps[0]["players"] == 20
@@ -278,13 +278,13 @@ def test_world_bench_measures_the_stack_and_publishes(tmp_path: Path) -> None:
     hashes = target["traffic"]["logins_per_s"] * target["cpu_us_per_operation"]["password_hash"]
     assert target["password_hash_cores"] == round(hashes / 1e6, 2)
     assert all(v > 0 for v in target["cpu_us_per_operation"].values())
-    assert (out / "world.png").stat().st_size > 1000
+    assert (out / "world_online.png").stat().st_size > 1000
     assert "largest N holding every service level" in proc.stdout
 
     # the publish path takes it, and the README table shows it
     published = tmp_path / "published"
     publish = CliRunner().invoke(
-        cli, ["publish", "--published", str(published), str(out / "world.json")]
+        cli, ["publish", "--published", str(published), str(out / "world_online.json")]
     )
     assert publish.exit_code == 0, publish.output
     rows = table_rows(render(load_published(published), published))
