@@ -1,10 +1,11 @@
 """Password hashing with Argon2id (``argon2-cffi``, the reference C implementation).
 
 Default parameters: OWASP's first recommended Argon2id setting (Password Storage Cheat
-Sheet), m=19 MiB, t=2, p=1: a few tens of ms of one core per hash. Each hash has its own
-16-byte random salt and a 32-byte key, stored in the standard PHC form
-``$argon2id$v=19$m=19456,t=2,p=1$salt$key``, which names its parameters, so they can be
-raised later: a login with other parameters rehashes. Argon2id verification compares in
+Sheet), m=19 MiB, t=2, p=1: far less CPU per hash than the scrypt hash it replaced
+(SECURITY.md says what that trades). Each hash has its own 16-byte random salt and a
+32-byte key, stored in the standard PHC form ``$argon2id$v=19$m=19456,t=2,p=1$salt$key``,
+which names its parameters, so they can be raised later: a login with other parameters
+rehashes. Argon2id verification compares in
 constant time.
 
 Hashes of the scheme stored before, ``scrypt$N$r$p$salt$key`` (``hashlib.scrypt``;
