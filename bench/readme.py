@@ -359,8 +359,7 @@ def world_row(r: Result) -> Row:
         f"Redis, simulated players over HTTP ({r.get('requests_per_player_s'):.3f} req/s "
         f"each, {r.get('model.push_share'):.0%} on the event stream{online}{host})",
         f"{r.get('max_players'):,} players{_online_note(r)} within every service level; "
-        f"first limit: "
-        f"{limit['title']}{at}{cause}; CPU per player (millicores): {shares}, load "
+        f"first limit: {limit['title']}{at}{cause}; CPU per player (millicores): {shares}, load "
         f"generator {_millicores(cpu.get('load_generator', 0.0))} apart; "
         f"{projected or 0:,} players on these {cores} cores with the load generator elsewhere "
         f"(projected){_floor_note(r.data.get('floor'))}",

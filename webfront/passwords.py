@@ -84,14 +84,12 @@ def hash_password(password: str, params: HashParams) -> str:
     return _argon2(password, secrets.token_bytes(_SALT_BYTES), params).decode()
 
 
-def _too_dear(cost: tuple[int, int], current: tuple[int, int], base: tuple[int, int]) -> bool:
-    """Whether (memory, work) of a stored hash is over ``MAX_COST_FACTOR`` times both the
-    configured and the default ones: a corrupt or planted row must not make a login take
-    gigabytes or minutes (but lowered parameters leave hashes of the defaults usable)."""
-    memory, work = cost
-    return memory > MAX_COST_FACTOR * max(current[0], base[0]) or work > MAX_COST_FACTOR * max(
-        current[1], base[1]
-    )
+def _too_dear(cost: tuple[int, ...], *usual: tuple[int, ...]) -> bool:
+    """Whether any part of a stored hash's cost (memory, work, ...) is over
+    ``MAX_COST_FACTOR`` times that part of every usual cost (the configured and the default
+    ones): a corrupt or planted row must not make a login take gigabytes or minutes (but
+    lowered parameters leave hashes of the defaults usable)."""
+    return any(part > MAX_COST_FACTOR * max(u[i] for u in usual) for i, part in enumerate(cost))
 
 
 def _argon2_params(stored: str, current: HashParams) -> HashParams:
@@ -109,12 +107,10 @@ def _argon2_params(stored: str, current: HashParams) -> HashParams:
     if params.time_cost < 1 or params.parallelism < 1 or params.memory_kib < 8 * params.parallelism:
         raise _Unusable("Argon2 refuses its parameters")
 
-    def cost(p: HashParams) -> tuple[int, int]:
-        return p.memory_kib, p.memory_kib * p.time_cost
+    def cost(p: HashParams) -> tuple[int, int, int]:  # memory, work, threads
+        return p.memory_kib, p.memory_kib * p.time_cost, p.parallelism
 
-    if _too_dear(cost(params), cost(current), cost(HashParams())) or (
-        params.parallelism > MAX_COST_FACTOR * max(current.parallelism, 1)
-    ):
+    if _too_dear(cost(params), cost(current), cost(HashParams())):
         raise _Unusable(f"its parameters cost over {MAX_COST_FACTOR} times the usual ones")
     return params
 
@@ -131,8 +127,7 @@ def _scrypt_parts(stored: str) -> tuple[_Scrypt, bytes, bytes]:
     if n < 2 or n & (n - 1) or r < 1 or p < 1 or (16 * r < 64 and n >= 1 << (16 * r)):
         raise _Unusable("scrypt refuses its parameters")
     base = _Scrypt()
-    memory, work = base.r * base.n, base.r * base.n * base.p
-    if _too_dear((r * n, r * n * p), (memory, work), (memory, work)):
+    if _too_dear((r * n, r * n * p), (base.r * base.n, base.r * base.n * base.p)):
         raise _Unusable(f"its parameters cost over {MAX_COST_FACTOR} times the usual ones")
     try:
         salt, key = _unb64(parts[4]), _unb64(parts[5])
